@@ -1,0 +1,94 @@
+-- rewind state, version 1.
+--
+-- Timestamps (created_at, updated_at, started_at, ended_at, next_try_at,
+-- expires_at) are UTC unix nanoseconds; NULL means "not yet". Run dates
+-- (logical_date, data_interval_start, data_interval_end) are RFC 3339 text
+-- with the pipeline's offset, as the timetable produced them; logical_unix is
+-- the same instant in unix nanoseconds, used for uniqueness, order and ranges.
+
+CREATE TABLE pipelines (
+    name       TEXT    PRIMARY KEY,
+    hash       TEXT    NOT NULL DEFAULT '',
+    paused     INTEGER NOT NULL DEFAULT 0 CHECK (paused IN (0, 1)),
+    updated_at INTEGER
+) STRICT;
+
+CREATE TABLE runs (
+    id                  INTEGER PRIMARY KEY,
+    pipeline            TEXT    NOT NULL,
+    logical_date        TEXT    NOT NULL,
+    logical_unix        INTEGER NOT NULL,
+    ds                  TEXT    NOT NULL,
+    data_interval_start TEXT    NOT NULL,
+    data_interval_end   TEXT    NOT NULL,
+    kind                TEXT    NOT NULL CHECK (kind IN ('scheduled', 'backfill', 'manual')),
+    state               TEXT    NOT NULL DEFAULT 'queued'
+                                CHECK (state IN ('queued', 'running', 'success', 'failed')),
+    backfill_id         TEXT    NOT NULL DEFAULT '',
+    created_at          INTEGER,
+    started_at          INTEGER,
+    ended_at            INTEGER,
+    UNIQUE (pipeline, logical_unix)
+) STRICT;
+
+-- The scheduler's queries: a pipeline's runs in a state, oldest first (and the
+-- watermark's min/max per state); every run in a state; a day's runs.
+CREATE INDEX runs_pipeline_state ON runs (pipeline, state, logical_unix);
+CREATE INDEX runs_state ON runs (state, logical_unix);
+CREATE INDEX runs_pipeline_ds ON runs (pipeline, ds);
+
+CREATE TABLE task_instances (
+    id          INTEGER PRIMARY KEY,
+    run_id      INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    task        TEXT    NOT NULL,
+    state       TEXT    NOT NULL DEFAULT 'scheduled'
+                        CHECK (state IN ('scheduled', 'queued', 'running', 'success', 'failed',
+                                         'up_for_retry', 'upstream_failed', 'skipped')),
+    pool        TEXT    NOT NULL DEFAULT '',
+    try_number  INTEGER NOT NULL DEFAULT 0 CHECK (try_number >= 0),
+    failures    INTEGER NOT NULL DEFAULT 0 CHECK (failures >= 0),
+    next_try_at INTEGER,
+    updated_at  INTEGER,
+    UNIQUE (run_id, task)
+) STRICT;
+
+CREATE INDEX task_instances_state ON task_instances (state);
+
+CREATE TABLE attempts (
+    id               INTEGER PRIMARY KEY,
+    task_instance_id INTEGER NOT NULL REFERENCES task_instances (id) ON DELETE CASCADE,
+    try_number       INTEGER NOT NULL CHECK (try_number >= 1),
+    pool             TEXT    NOT NULL DEFAULT '',
+    state            TEXT    NOT NULL DEFAULT 'running'
+                             CHECK (state IN ('running', 'success', 'failed', 'skipped',
+                                              'interrupted', 'lost')),
+    host             TEXT    NOT NULL DEFAULT '',
+    pid              INTEGER NOT NULL DEFAULT 0,
+    pid_start        INTEGER NOT NULL DEFAULT 0,
+    started_at       INTEGER,
+    ended_at         INTEGER,
+    exit_code        INTEGER,
+    signal           TEXT    NOT NULL DEFAULT '',
+    peak_rss         INTEGER NOT NULL DEFAULT 0,
+    log_path         TEXT    NOT NULL DEFAULT '',
+    status_path      TEXT    NOT NULL DEFAULT '',
+    UNIQUE (task_instance_id, try_number)
+) STRICT;
+
+CREATE INDEX attempts_state ON attempts (state);
+
+CREATE TABLE watermarks (
+    pipeline     TEXT    PRIMARY KEY,
+    logical_date TEXT    NOT NULL,
+    logical_unix INTEGER NOT NULL,
+    updated_at   INTEGER
+) STRICT;
+
+CREATE TABLE leases (
+    name       TEXT    PRIMARY KEY,
+    holder     TEXT    NOT NULL,
+    host       TEXT    NOT NULL DEFAULT '',
+    pid        INTEGER NOT NULL DEFAULT 0,
+    pid_start  INTEGER NOT NULL DEFAULT 0,
+    expires_at INTEGER NOT NULL
+) STRICT;

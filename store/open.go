@@ -1,0 +1,91 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// DefaultDSN is the state used when neither --state nor REWIND_STATE names
+// one: a SQLite file under the working directory.
+const DefaultDSN = "sqlite:.rewind/state.db"
+
+// EnvState is the environment variable that names the state when --state is not given.
+const EnvState = "REWIND_STATE"
+
+// ErrPostgresUnavailable is returned by Open for a postgres:// DSN.
+var ErrPostgresUnavailable = errors.New("postgres state is not built into this binary yet")
+
+// DSNFromEnv returns the state DSN to use: flag if it is set, else
+// $REWIND_STATE, else DefaultDSN.
+func DSNFromEnv(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if env := os.Getenv(EnvState); env != "" {
+		return env
+	}
+	return DefaultDSN
+}
+
+// Open opens the state named by dsn and brings its schema up to date.
+//
+//	""                    the default, sqlite:.rewind/state.db
+//	sqlite:PATH           a SQLite file (parent directories are created)
+//	PATH                  likewise
+//	postgres://...        PostgreSQL (postgresql:// too)
+func Open(ctx context.Context, dsn string) (Store, error) {
+	if IsPostgres(dsn) {
+		return nil, fmt.Errorf("store: open %s: %w", redact(dsn), ErrPostgresUnavailable)
+	}
+	path, _ := SQLitePath(dsn)
+	s, err := openSQLite(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// IsPostgres reports whether dsn names a PostgreSQL state.
+func IsPostgres(dsn string) bool {
+	lower := strings.ToLower(dsn)
+	return strings.HasPrefix(lower, "postgres://") || strings.HasPrefix(lower, "postgresql://")
+}
+
+// SQLitePath returns the file a SQLite DSN names ("" is the default state;
+// "sqlite:PATH", "sqlite://PATH" and a plain PATH are files), and false for a
+// PostgreSQL DSN. Logs and run directories live beside that file.
+func SQLitePath(dsn string) (string, bool) {
+	if IsPostgres(dsn) {
+		return "", false
+	}
+	if dsn == "" {
+		dsn = DefaultDSN
+	}
+	lower := strings.ToLower(dsn)
+	switch {
+	case strings.HasPrefix(lower, "sqlite://"):
+		return dsn[len("sqlite://"):], true
+	case strings.HasPrefix(lower, "sqlite:"):
+		return dsn[len("sqlite:"):], true
+	}
+	return dsn, true
+}
+
+// redact hides the password of a URL-style DSN in error messages.
+func redact(dsn string) string {
+	scheme, rest, ok := strings.Cut(dsn, "://")
+	if !ok {
+		return dsn
+	}
+	userinfo, host, ok := strings.Cut(rest, "@")
+	if !ok {
+		return dsn
+	}
+	if user, _, hasPass := strings.Cut(userinfo, ":"); hasPass {
+		return scheme + "://" + user + ":xxxxx@" + host
+	}
+	return dsn
+}

@@ -1,0 +1,311 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mattn/go-sqlite3"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// sqliteStore is the SQLite backend. Writes go through one connection
+// (SQLite has one writer at a time; queuing in database/sql is cheaper than
+// spinning on SQLITE_BUSY), and write transactions begin IMMEDIATE so that
+// two processes on the same file wait for each other under busy_timeout
+// instead of failing on a lock upgrade. Reads use a separate pool: in WAL
+// mode they see the last committed state without blocking the writer.
+type sqliteStore struct {
+	path string
+	w    *sql.DB
+	r    *sql.DB
+}
+
+var _ Store = (*sqliteStore)(nil)
+
+// sqliteParams are the connection settings every connection gets.
+const sqliteParams = "_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL&_foreign_keys=on"
+
+func openSQLite(ctx context.Context, path string) (*sqliteStore, error) {
+	if path == "" {
+		return nil, errors.New("store: sqlite: empty path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("store: sqlite %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return nil, fmt.Errorf("store: sqlite %s: create directory: %w", path, err)
+	}
+	uri := "file:" + (&url.URL{Path: abs}).EscapedPath()
+
+	w, err := sql.Open("sqlite3", uri+"?"+sqliteParams+"&_txlock=immediate&_cache_size=-32768")
+	if err != nil {
+		return nil, fmt.Errorf("store: sqlite %s: open: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+
+	r, err := sql.Open("sqlite3", uri+"?"+sqliteParams+"&_txlock=deferred")
+	if err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("store: sqlite %s: open: %w", path, err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+
+	s := &sqliteStore{path: path, w: w, r: r}
+	if err := s.init(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *sqliteStore) init(ctx context.Context) error {
+	for _, db := range []*sql.DB{s.w, s.r} {
+		var mode string
+		if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+			return fmt.Errorf("store: sqlite %s: read journal mode: %w", s.path, err)
+		}
+		if !strings.EqualFold(mode, "wal") {
+			return fmt.Errorf("store: sqlite %s: journal mode is %q, want \"wal\" (is the file on a filesystem without shared memory?)", s.path, mode)
+		}
+	}
+	var fk int
+	if err := s.w.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&fk); err != nil {
+		return fmt.Errorf("store: sqlite %s: read foreign_keys: %w", s.path, err)
+	}
+	if fk != 1 {
+		return fmt.Errorf("store: sqlite %s: foreign keys are off", s.path)
+	}
+	return s.migrate(ctx)
+}
+
+// migration is one embedded schema change, NNNN_name.sql.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+func loadMigrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		return nil, fmt.Errorf("store: read migrations: %w", err)
+	}
+	var ms []migration
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".sql") {
+			continue
+		}
+		num, _, ok := strings.Cut(name, "_")
+		if !ok {
+			return nil, fmt.Errorf("store: migration %s: name is not NNNN_name.sql", name)
+		}
+		v, err := strconv.Atoi(num)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("store: migration %s: bad version %q", name, num)
+		}
+		body, err := fs.ReadFile(migrationFS, "migrations/"+name)
+		if err != nil {
+			return nil, fmt.Errorf("store: migration %s: %w", name, err)
+		}
+		ms = append(ms, migration{version: v, name: strings.TrimSuffix(name, ".sql"), sql: string(body)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	for i := 1; i < len(ms); i++ {
+		if ms[i].version == ms[i-1].version {
+			return nil, fmt.Errorf("store: migrations %s and %s share version %d", ms[i-1].name, ms[i].name, ms[i].version)
+		}
+	}
+	return ms, nil
+}
+
+// migrate applies the embedded migrations that the file has not seen yet,
+// each in its own transaction together with its schema_migrations row.
+// Concurrent openers serialize on the write lock and skip what the other
+// one applied.
+func (s *sqliteStore) migrate(ctx context.Context) error {
+	ms, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	if _, err := s.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		name       TEXT    NOT NULL,
+		applied_at INTEGER NOT NULL
+	) STRICT`); err != nil {
+		return fmt.Errorf("store: sqlite %s: create schema_migrations: %w", s.path, err)
+	}
+	var newest sql.NullInt64
+	if err := s.w.QueryRowContext(ctx, "SELECT MAX(version) FROM schema_migrations").Scan(&newest); err != nil {
+		return fmt.Errorf("store: sqlite %s: read schema version: %w", s.path, err)
+	}
+	if known := ms[len(ms)-1].version; newest.Valid && int(newest.Int64) > known {
+		return fmt.Errorf("store: sqlite %s: schema version %d is newer than this rewind knows (%d): upgrade rewind", s.path, newest.Int64, known)
+	}
+	for _, m := range ms {
+		if err := s.applyMigration(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *sqliteStore) applyMigration(ctx context.Context, m migration) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, "SELECT 1 FROM schema_migrations WHERE version = ?", m.version).Scan(&one)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("store: migration %s: %w", m.name, err)
+		}
+		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			return fmt.Errorf("store: migration %s: %w", m.name, err)
+		}
+		if _, err := tx.ExecContext(ctx,
+			"INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+			m.version, m.name, time.Now().UnixNano()); err != nil {
+			return fmt.Errorf("store: migration %s: record: %w", m.name, err)
+		}
+		return nil
+	})
+}
+
+// Close closes both connection pools.
+func (s *sqliteStore) Close() error {
+	return errors.Join(s.w.Close(), s.r.Close())
+}
+
+// write runs fn in an IMMEDIATE transaction on the writer connection and
+// commits it if fn returns nil.
+func (s *sqliteStore) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	return nil
+}
+
+// read runs fn in a read transaction: one consistent snapshot.
+func (s *sqliteStore) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.r.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin read: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	return fn(tx)
+}
+
+// missingOr tells a guarded update that touched no row apart: ErrNotFound
+// when the row does not exist, ErrConflict when it is in another state.
+func missingOr(ctx context.Context, tx *sql.Tx, table string, id int64) error {
+	var one int
+	err := tx.QueryRowContext(ctx, "SELECT 1 FROM "+table+" WHERE id = ?", id).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return ErrNotFound
+	case err != nil:
+		return err
+	}
+	return ErrConflict
+}
+
+// isConstraint reports whether err is a SQLite constraint violation.
+func isConstraint(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && se.Code == sqlite3.ErrConstraint
+}
+
+// Time encoding.
+
+var (
+	minNano = time.Unix(0, math.MinInt64)
+	maxNano = time.Unix(0, math.MaxInt64)
+)
+
+// nanos is t in unix nanoseconds, clamped to the int64 range so that far
+// bounds (year 9999) still compare correctly.
+func nanos(t time.Time) int64 {
+	switch {
+	case t.Before(minNano):
+		return math.MinInt64
+	case t.After(maxNano):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+// nullNanos is nanos(t), or NULL for the zero time.
+func nullNanos(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return nanos(t)
+}
+
+// fromNanos is the UTC time of a nullable nanosecond column; NULL is the zero time.
+func fromNanos(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64).UTC()
+}
+
+// stamp is t as a timestamp column gives it back: UTC, or zero.
+func stamp(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return time.Unix(0, nanos(t)).UTC()
+}
+
+// formatDate writes a run date as RFC 3339 with its own offset.
+func formatDate(t time.Time) string {
+	return t.Format(time.RFC3339Nano)
+}
+
+// parseDate reads a run date back; the result carries the stored offset.
+func parseDate(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("store: bad stored date %q: %w", s, err)
+	}
+	return t, nil
+}
+
+// placeholders returns "?, ?, ?" for n values.
+func placeholders(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return strings.Repeat("?, ", n-1) + "?"
+}

@@ -1,0 +1,263 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// Pipelines.
+
+func scanPipeline(row interface{ Scan(...any) error }) (Pipeline, error) {
+	var (
+		p       Pipeline
+		updated sql.NullInt64
+	)
+	if err := row.Scan(&p.Name, &p.Hash, &p.Paused, &updated); err != nil {
+		return Pipeline{}, err
+	}
+	p.UpdatedAt = fromNanos(updated)
+	return p, nil
+}
+
+// UpsertPipeline records a pipeline and the hash of its definition.
+// UpdatedAt moves only when the hash changes (or the pause flag does).
+func (s *sqliteStore) UpsertPipeline(ctx context.Context, p UpsertPipelineParams) (Pipeline, error) {
+	if p.Name == "" {
+		return Pipeline{}, errors.New("store: upsert pipeline: empty name")
+	}
+	row := s.w.QueryRowContext(ctx, `
+		INSERT INTO pipelines (name, hash, paused, updated_at) VALUES (?, ?, 0, ?)
+		ON CONFLICT (name) DO UPDATE SET
+			hash       = excluded.hash,
+			updated_at = CASE WHEN pipelines.hash = excluded.hash THEN pipelines.updated_at ELSE excluded.updated_at END
+		RETURNING name, hash, paused, updated_at`,
+		p.Name, p.Hash, nullNanos(p.Now))
+	pl, err := scanPipeline(row)
+	if err != nil {
+		return Pipeline{}, fmt.Errorf("store: upsert pipeline %s: %w", p.Name, err)
+	}
+	return pl, nil
+}
+
+// SetPaused sets a pipeline's pause flag.
+func (s *sqliteStore) SetPaused(ctx context.Context, p SetPausedParams) error {
+	res, err := s.w.ExecContext(ctx,
+		"UPDATE pipelines SET paused = ?, updated_at = ? WHERE name = ?",
+		p.Paused, nullNanos(p.Now), p.Name)
+	if err != nil {
+		return fmt.Errorf("store: set paused %s: %w", p.Name, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("store: set paused %s: %w", p.Name, err)
+	} else if n == 0 {
+		return fmt.Errorf("store: set paused: pipeline %s: %w", p.Name, ErrNotFound)
+	}
+	return nil
+}
+
+// GetPipeline returns one pipeline, or ErrNotFound.
+func (s *sqliteStore) GetPipeline(ctx context.Context, name string) (Pipeline, error) {
+	pl, err := scanPipeline(s.r.QueryRowContext(ctx,
+		"SELECT name, hash, paused, updated_at FROM pipelines WHERE name = ?", name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Pipeline{}, fmt.Errorf("store: pipeline %s: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return Pipeline{}, fmt.Errorf("store: get pipeline %s: %w", name, err)
+	}
+	return pl, nil
+}
+
+// ListPipelines returns every pipeline, ordered by name.
+func (s *sqliteStore) ListPipelines(ctx context.Context) ([]Pipeline, error) {
+	rows, err := s.r.QueryContext(ctx, "SELECT name, hash, paused, updated_at FROM pipelines ORDER BY name")
+	if err != nil {
+		return nil, fmt.Errorf("store: list pipelines: %w", err)
+	}
+	defer rows.Close()
+	var out []Pipeline
+	for rows.Next() {
+		pl, err := scanPipeline(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list pipelines: %w", err)
+		}
+		out = append(out, pl)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list pipelines: %w", err)
+	}
+	return out, nil
+}
+
+// Watermarks.
+
+// AdvanceWatermark recomputes the watermark as the latest logical date L such
+// that every run of the pipeline at or before L succeeded. Each step is an
+// index seek on runs (pipeline, state, logical_unix): the earliest run that is
+// not success, then the latest success before it. The watermark follows the
+// runs both ways: a cleared run moves it back; with no qualifying run the
+// stored watermark is removed and ErrNotFound returned.
+func (s *sqliteStore) AdvanceWatermark(ctx context.Context, p AdvanceWatermarkParams) (Watermark, error) {
+	var wm Watermark
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var date sql.NullString
+		var unix sql.NullInt64
+		err := tx.QueryRowContext(ctx, `
+			WITH first_open (u) AS (
+				SELECT MIN(u) FROM (
+					SELECT MIN(logical_unix) AS u FROM runs WHERE pipeline = ?1 AND state = 'queued'
+					UNION ALL
+					SELECT MIN(logical_unix) FROM runs WHERE pipeline = ?1 AND state = 'running'
+					UNION ALL
+					SELECT MIN(logical_unix) FROM runs WHERE pipeline = ?1 AND state = 'failed'
+				)
+			), last_done (u) AS (
+				SELECT MAX(logical_unix) FROM runs, first_open
+				WHERE pipeline = ?1 AND state = 'success'
+				  AND (first_open.u IS NULL OR logical_unix < first_open.u)
+			)
+			SELECT runs.logical_date, runs.logical_unix
+			FROM last_done LEFT JOIN runs ON runs.pipeline = ?1 AND runs.logical_unix = last_done.u`,
+			p.Pipeline).Scan(&date, &unix)
+		if err != nil {
+			return fmt.Errorf("store: advance watermark %s: %w", p.Pipeline, err)
+		}
+		if !date.Valid {
+			if _, err := tx.ExecContext(ctx, "DELETE FROM watermarks WHERE pipeline = ?", p.Pipeline); err != nil {
+				return fmt.Errorf("store: advance watermark %s: %w", p.Pipeline, err)
+			}
+			return fmt.Errorf("store: watermark %s: no leading successful run: %w", p.Pipeline, ErrNotFound)
+		}
+		ld, err := parseDate(date.String)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO watermarks (pipeline, logical_date, logical_unix, updated_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (pipeline) DO UPDATE SET
+				logical_date = excluded.logical_date,
+				logical_unix = excluded.logical_unix,
+				updated_at   = CASE WHEN watermarks.logical_unix = excluded.logical_unix
+				                    THEN watermarks.updated_at ELSE excluded.updated_at END`,
+			p.Pipeline, date.String, unix.Int64, nullNanos(p.Now)); err != nil {
+			return fmt.Errorf("store: advance watermark %s: %w", p.Pipeline, err)
+		}
+		wm = Watermark{Pipeline: p.Pipeline, LogicalDate: ld}
+		var updated sql.NullInt64
+		if err := tx.QueryRowContext(ctx, "SELECT updated_at FROM watermarks WHERE pipeline = ?", p.Pipeline).Scan(&updated); err != nil {
+			return fmt.Errorf("store: advance watermark %s: %w", p.Pipeline, err)
+		}
+		wm.UpdatedAt = fromNanos(updated)
+		return nil
+	})
+	if err != nil {
+		return Watermark{}, err
+	}
+	return wm, nil
+}
+
+// GetWatermark returns the stored watermark, or ErrNotFound.
+func (s *sqliteStore) GetWatermark(ctx context.Context, pipeline string) (Watermark, error) {
+	var (
+		date    string
+		updated sql.NullInt64
+	)
+	err := s.r.QueryRowContext(ctx,
+		"SELECT logical_date, updated_at FROM watermarks WHERE pipeline = ?", pipeline).Scan(&date, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Watermark{}, fmt.Errorf("store: watermark %s: %w", pipeline, ErrNotFound)
+	}
+	if err != nil {
+		return Watermark{}, fmt.Errorf("store: get watermark %s: %w", pipeline, err)
+	}
+	ld, err := parseDate(date)
+	if err != nil {
+		return Watermark{}, err
+	}
+	return Watermark{Pipeline: pipeline, LogicalDate: ld, UpdatedAt: fromNanos(updated)}, nil
+}
+
+// Leases.
+
+// AcquireLease takes the lease in one statement: the insert succeeds when no
+// lease row exists, and the conflict update applies only when the current
+// lease has expired, is the caller's own, or belongs to p.Stale. The row is
+// then read back in the same transaction.
+func (s *sqliteStore) AcquireLease(ctx context.Context, p AcquireLeaseParams) (Lease, bool, error) {
+	if p.Name == "" || p.Holder == "" {
+		return Lease{}, false, errors.New("store: acquire lease: name and holder are required")
+	}
+	var l Lease
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		now := nanos(p.Now)
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO leases (name, holder, host, pid, pid_start, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+			ON CONFLICT (name) DO UPDATE SET
+				holder     = excluded.holder,
+				host       = excluded.host,
+				pid        = excluded.pid,
+				pid_start  = excluded.pid_start,
+				expires_at = excluded.expires_at
+			WHERE leases.expires_at <= ?7
+			   OR leases.holder = excluded.holder
+			   OR (?8 <> '' AND leases.holder = ?8)`,
+			p.Name, p.Holder, p.Host, p.PID, int64(p.PIDStart), nanos(p.Now.Add(p.TTL)), now, p.Stale); err != nil {
+			return fmt.Errorf("store: acquire lease %s: %w", p.Name, err)
+		}
+		var err error
+		l, err = getLease(ctx, tx, p.Name)
+		return err
+	})
+	if err != nil {
+		return Lease{}, false, err
+	}
+	return l, l.Holder == p.Holder, nil
+}
+
+func getLease(ctx context.Context, tx *sql.Tx, name string) (Lease, error) {
+	var (
+		l        Lease
+		pidStart int64
+		expires  sql.NullInt64
+	)
+	err := tx.QueryRowContext(ctx,
+		"SELECT name, holder, host, pid, pid_start, expires_at FROM leases WHERE name = ?", name).
+		Scan(&l.Name, &l.Holder, &l.Host, &l.PID, &pidStart, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Lease{}, fmt.Errorf("store: lease %s: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return Lease{}, fmt.Errorf("store: lease %s: %w", name, err)
+	}
+	l.PIDStart = uint64(pidStart)
+	l.ExpiresAt = fromNanos(expires)
+	return l, nil
+}
+
+// RenewLease extends the lease if Holder still holds it.
+func (s *sqliteStore) RenewLease(ctx context.Context, p RenewLeaseParams) error {
+	res, err := s.w.ExecContext(ctx,
+		"UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ?",
+		nanos(p.Now.Add(p.TTL)), p.Name, p.Holder)
+	if err != nil {
+		return fmt.Errorf("store: renew lease %s: %w", p.Name, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("store: renew lease %s: %w", p.Name, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("store: renew lease %s: not held by %s: %w", p.Name, p.Holder, ErrConflict)
+	}
+	return nil
+}
+
+// ReleaseLease gives the lease up if Holder holds it; otherwise it does nothing.
+func (s *sqliteStore) ReleaseLease(ctx context.Context, p ReleaseLeaseParams) error {
+	if _, err := s.w.ExecContext(ctx, "DELETE FROM leases WHERE name = ? AND holder = ?", p.Name, p.Holder); err != nil {
+		return fmt.Errorf("store: release lease %s: %w", p.Name, err)
+	}
+	return nil
+}
