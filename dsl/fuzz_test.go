@@ -1,0 +1,79 @@
+package dsl
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// FuzzLoad feeds arbitrary bytes to Load as a workspace's only file: it must
+// never panic, and every error must point at the file.
+func FuzzLoad(f *testing.F) {
+	for _, path := range []string{"../examples/daily_revenue/pipeline.hcl", "../examples/events/pipeline.hcl"} {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(src)
+	}
+	f.Add([]byte(minimal))
+	f.Add([]byte(`pipeline "p" {
+  for_each = { a = 1, b = 2 }
+  schedule = "0 0 30 2 *"
+  start_date = "2025-07-01"
+  end_date = "2025-06-01"
+  skew {
+    hot_when = run.nope
+    pool = "x"
+  }
+  task "a" {
+    for_each = ["x", "x"]
+    depends_on = [task.a["y"], task.b]
+    command = [each.value, pool.memory, run.ds]
+    env = { A = local.z }
+    retries = -1
+  }
+}
+locals {
+  a = local.b
+  b = local.a
+}
+variable "v" {
+  type = list(number)
+}`))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		dir := t.TempDir()
+		name := filepath.Join(dir, "main.hcl")
+		if err := os.WriteFile(name, src, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ws, diags := Load(dir, LoadOptions{})
+		if ws == nil || ws.Files[name] == nil {
+			t.Fatalf("Load returned no workspace or no file")
+		}
+		if ws.Pools[DefaultPoolName] == nil {
+			t.Fatalf("no default pool")
+		}
+		for _, d := range diags {
+			if d.Subject == nil {
+				t.Errorf("diagnostic without subject: %s: %s", d.Summary, d.Detail)
+			} else if d.Subject.Filename != name {
+				t.Errorf("diagnostic in %q, want %q: %s", d.Subject.Filename, name, d.Summary)
+			}
+		}
+		if diags.HasErrors() {
+			return
+		}
+		for _, p := range ws.Pipelines {
+			for _, task := range p.Tasks {
+				// Rendering a valid task may fail (a template can divide by
+				// zero) but must not panic.
+				_, _ = task.Render(RunVars{}, PoolVars{})
+			}
+			if p.Skew != nil {
+				_, _ = p.Skew.HotWhen(RunVars{})
+				_, _ = p.Skew.ProbeCommand(RunVars{})
+			}
+		}
+	})
+}

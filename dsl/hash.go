@@ -1,0 +1,153 @@
+package dsl
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+)
+
+// The canonical form of a pipeline for its Hash: everything that changes
+// what a run does, and nothing else (description, tags, comments, layout).
+type hashPipeline struct {
+	Schedule       string
+	Timezone       string
+	StartDate      string
+	EndDate        string
+	Catchup        bool
+	MaxActiveRuns  int
+	MaxActiveTasks int
+	Params         map[string]string
+	Tasks          []hashTask
+	Skew           *hashSkew
+	Pools          map[string]Pool
+}
+
+type hashTask struct {
+	Name          string
+	DependsOn     []string
+	Command       string
+	Env           string
+	Workdir       string
+	Retries       int
+	RetryDelay    time.Duration
+	Backoff       bool
+	Timeout       time.Duration
+	Pool          string
+	DependsOnPast bool
+}
+
+type hashSkew struct {
+	HotDates  []string
+	HotWhen   string
+	Probe     string
+	HotFactor float64
+	Pool      string
+}
+
+func (l *loader) hashPipeline(p *Pipeline) string {
+	h := hashPipeline{
+		Schedule:       p.Schedule,
+		Timezone:       p.Timezone.String(),
+		StartDate:      p.StartDate.Format(time.RFC3339),
+		Catchup:        p.Catchup,
+		MaxActiveRuns:  p.MaxActiveRuns,
+		MaxActiveTasks: p.MaxActiveTasks,
+		Params:         p.Params,
+		Pools:          map[string]Pool{},
+	}
+	if !p.EndDate.IsZero() {
+		h.EndDate = p.EndDate.Format(time.RFC3339)
+	}
+	usePool := func(name string) {
+		for name != "" {
+			pool := l.ws.Pools[name]
+			if pool == nil {
+				return
+			}
+			if _, seen := h.Pools[name]; seen {
+				return
+			}
+			h.Pools[name] = Pool{Name: pool.Name, Slots: pool.Slots, Memory: pool.Memory, CPUs: pool.CPUs, EscalateTo: pool.EscalateTo}
+			name = pool.EscalateTo
+		}
+	}
+	for _, t := range p.Tasks {
+		h.Tasks = append(h.Tasks, hashTask{
+			Name:          t.Name,
+			DependsOn:     t.DependsOn,
+			Command:       l.fingerprint(t.command, t.ctx),
+			Env:           l.fingerprint(t.env, t.ctx),
+			Workdir:       l.fingerprint(t.workdir, t.ctx),
+			Retries:       t.Retries,
+			RetryDelay:    t.RetryDelay,
+			Backoff:       t.RetryExponentialBackoff,
+			Timeout:       t.Timeout,
+			Pool:          t.Pool,
+			DependsOnPast: t.DependsOnPast,
+		})
+		usePool(t.Pool)
+	}
+	if s := p.Skew; s != nil {
+		h.Skew = &hashSkew{
+			HotDates:  s.HotDates,
+			HotWhen:   l.fingerprint(s.hotWhen, s.ctx),
+			Probe:     l.fingerprint(s.probe, s.ctx),
+			HotFactor: s.HotFactor,
+			Pool:      s.Pool,
+		}
+		usePool(s.Pool)
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		// Every field is a plain value: this cannot fail.
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// fingerprint is an expression's tokens without comments and layout, plus
+// the load-time values it refers to (var.*, local.*, each.*), so that it
+// changes when the evaluated template would change for some run.
+func (l *loader) fingerprint(expr hcl.Expression, ctx *hcl.EvalContext) string {
+	if expr == nil {
+		return ""
+	}
+	var b strings.Builder
+	rng := expr.Range()
+	src := sourceText(l.ws.Files, rng)
+	tokens, _ := hclsyntax.LexExpression([]byte(src), rng.Filename, rng.Start)
+	for _, tok := range tokens {
+		switch tok.Type {
+		case hclsyntax.TokenComment, hclsyntax.TokenNewline, hclsyntax.TokenEOF:
+			continue
+		}
+		b.Write(tok.Bytes)
+		b.WriteByte(' ')
+	}
+	for _, tr := range expr.Variables() {
+		switch tr.RootName() {
+		case "var", "local", "each":
+		default:
+			continue
+		}
+		v, diags := tr.TraverseAbs(ctx)
+		if diags.HasErrors() || !v.IsWhollyKnown() {
+			continue
+		}
+		js, err := ctyjson.Marshal(unmark(v), v.Type())
+		if err != nil {
+			continue
+		}
+		b.WriteString("\x00")
+		b.WriteString(tr.RootName())
+		b.Write(js)
+	}
+	return b.String()
+}

@@ -1,0 +1,223 @@
+package dsl
+
+import (
+	"math"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/robfig/cron/v3"
+)
+
+// Pipeline defaults, as Airflow's.
+const (
+	DefaultMaxActiveRuns  = 16
+	DefaultMaxActiveTasks = 16
+)
+
+var pipelineSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "schedule"},
+		{Name: "timezone"},
+		{Name: "start_date"},
+		{Name: "end_date"},
+		{Name: "catchup"},
+		{Name: "max_active_runs"},
+		{Name: "max_active_tasks"},
+		{Name: "default_pool"},
+		{Name: "description"},
+		{Name: "tags"},
+		{Name: "params"},
+		{Name: "for_each"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "task", LabelNames: []string{"name"}},
+		{Type: "skew"},
+	},
+}
+
+// envName matches the names that can follow REWIND_PARAM_ in an environment variable.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// cronParser accepts 5-field cron expressions and the presets (@daily, ...).
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// checkSchedule validates a schedule; start is the first instant it must
+// fire at or after (zero: not checked).
+func checkSchedule(s string, start time.Time) string {
+	t := strings.TrimSpace(s)
+	switch {
+	case t == "":
+		return "The schedule must not be empty: use a 5-field cron expression or a preset (@hourly, @daily, @weekly, @monthly, @yearly)."
+	case strings.HasPrefix(t, "@every"):
+		return "@every is not supported: schedules follow the calendar. Use a cron expression such as \"*/15 * * * *\"."
+	case strings.HasPrefix(t, "TZ=") || strings.HasPrefix(t, "CRON_TZ="):
+		return "Set the pipeline's timezone attribute instead of a TZ= prefix in the schedule."
+	}
+	sched, err := cronParser.Parse(t)
+	if err != nil {
+		return "The schedule " + quote(s) + " is not a valid cron expression: " + err.Error() + ". Use 5 fields (minute hour day-of-month month day-of-week) or a preset (@hourly, @daily, @weekly, @monthly, @yearly)."
+	}
+	if !start.IsZero() && sched.Next(start.Add(-time.Second)).IsZero() {
+		return "The schedule " + quote(s) + " never fires."
+	}
+	return ""
+}
+
+func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }
+
+func fileDir(r hcl.Range) string {
+	dir := filepath.Dir(r.Filename)
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
+}
+
+func (l *loader) decodePipelines(blocks []*hcl.Block) {
+	byName := map[string]*Pipeline{}
+	for _, b := range blocks {
+		label := b.Labels[0]
+		if !l.checkName("pipeline", label, b) {
+			continue
+		}
+		content, diags := b.Body.Content(pipelineSchema)
+		l.diags = append(l.diags, diags...)
+		forEach := content.Attributes["for_each"]
+		for _, inst := range l.expand(label, forEach, l.ctx, scope{}) {
+			if prev := byName[inst.name]; prev != nil {
+				l.errorf(b.DefRange, "Duplicate pipeline", "A pipeline named %q was already declared at %s. Pipeline names must be unique.", inst.name, prev.DeclRange)
+				continue
+			}
+			p := l.decodePipeline(b, content, inst, forEach != nil)
+			byName[p.Name] = p
+			l.ws.Pipelines = append(l.ws.Pipelines, p)
+		}
+	}
+	sort.Slice(l.ws.Pipelines, func(i, j int) bool { return l.ws.Pipelines[i].Name < l.ws.Pipelines[j].Name })
+}
+
+func (l *loader) decodePipeline(b *hcl.Block, content *hcl.BodyContent, inst instance, each bool) *Pipeline {
+	p := &Pipeline{
+		Name:           inst.name,
+		Label:          b.Labels[0],
+		Key:            inst.key,
+		Timezone:       time.UTC,
+		Catchup:        true,
+		MaxActiveRuns:  DefaultMaxActiveRuns,
+		MaxActiveTasks: DefaultMaxActiveTasks,
+		Params:         map[string]string{},
+		Dir:            fileDir(b.DefRange),
+		DeclRange:      b.DefRange,
+	}
+	ctx := inst.ctx
+	sc := scope{each: each}
+	attrs := content.Attributes
+
+	if attr := attrs["timezone"]; attr != nil {
+		if s, ok := l.stringAttr(attr, ctx, sc, false); ok {
+			loc, err := time.LoadLocation(s)
+			switch {
+			case s == "" || s == "Local":
+				l.errorf(attr.Expr.Range(), "Unknown timezone", "timezone must name an IANA zone such as \"UTC\" or \"Europe/Rome\", not %q.", s)
+			case err != nil:
+				l.errorf(attr.Expr.Range(), "Unknown timezone", "%q is not an IANA timezone name (such as \"UTC\", \"Europe/Rome\" or \"America/New_York\").", s)
+			default:
+				p.Timezone = loc
+			}
+		}
+	}
+
+	if attr := attrs["start_date"]; attr == nil {
+		l.errorf(b.DefRange, "Missing required argument", "The pipeline %q has no start_date: the first data interval starts at its first schedule tick at or after start_date.", p.Name)
+	} else if s, ok := l.stringAttr(attr, ctx, sc, true); ok {
+		if t, err := parseDate(s, p.Timezone); err != nil {
+			l.errorf(attr.Expr.Range(), "Invalid start_date", "%s.", capitalize(err.Error()))
+		} else {
+			p.StartDate = t
+		}
+	}
+	if attr := attrs["end_date"]; attr != nil {
+		if s, ok := l.stringAttr(attr, ctx, sc, false); ok {
+			t, err := parseDate(s, p.Timezone)
+			switch {
+			case err != nil:
+				l.errorf(attr.Expr.Range(), "Invalid end_date", "%s.", capitalize(err.Error()))
+			case !p.StartDate.IsZero() && t.Before(p.StartDate):
+				l.errorf(attr.Expr.Range(), "end_date before start_date", "end_date (%s) is before start_date (%s).", t.Format(time.RFC3339), p.StartDate.Format(time.RFC3339))
+			default:
+				p.EndDate = t
+			}
+		}
+	}
+
+	if attr := attrs["schedule"]; attr == nil {
+		l.errorf(b.DefRange, "Missing required argument", "The pipeline %q has no schedule: set a 5-field cron expression or a preset such as \"@daily\".", p.Name)
+	} else if s, ok := l.stringAttr(attr, ctx, sc, true); ok {
+		if msg := checkSchedule(s, p.StartDate); msg != "" {
+			l.errorf(attr.Expr.Range(), "Invalid schedule", "%s", msg)
+		} else {
+			p.Schedule = strings.TrimSpace(s)
+		}
+	}
+
+	if v, ok := l.boolAttr(attrs["catchup"], ctx, sc); ok {
+		p.Catchup = v
+	}
+	if n, ok := l.intAttr(attrs["max_active_runs"], ctx, sc, 1, math.MaxInt32, "at least 1"); ok {
+		p.MaxActiveRuns = n
+	}
+	if n, ok := l.intAttr(attrs["max_active_tasks"], ctx, sc, 1, math.MaxInt32, "at least 1"); ok {
+		p.MaxActiveTasks = n
+	}
+	if attr := attrs["default_pool"]; attr != nil {
+		if s, ok := l.stringAttr(attr, ctx, sc, false); ok {
+			if l.ws.Pools[s] == nil {
+				l.errorf(attr.Expr.Range(), "Unknown pool", "No pool named %q is declared. %s", s, l.knownPools())
+			} else {
+				p.DefaultPool = s
+			}
+		}
+	}
+	if s, ok := l.stringAttr(attrs["description"], ctx, sc, false); ok {
+		p.Description = s
+	}
+	if tags, _, ok := l.stringList(attrs["tags"], ctx, sc); ok {
+		p.Tags = tags
+	}
+	if attr := attrs["params"]; attr != nil {
+		if params, ok := l.stringMap(attr, ctx, sc); ok {
+			for _, k := range sortedNames(params) {
+				if !envName.MatchString(k) {
+					l.errorf(attr.Expr.Range(), "Invalid params", "The param name %q cannot name the environment variable REWIND_PARAM_%s: use letters, digits and underscores, starting with a letter or underscore.", k, k)
+					delete(params, k)
+				}
+			}
+			p.Params = params
+		}
+	}
+
+	var skewBlock *hcl.Block
+	var taskBlocks []*hcl.Block
+	for _, blk := range content.Blocks {
+		switch blk.Type {
+		case "skew":
+			if skewBlock != nil {
+				l.errorf(blk.DefRange, "Duplicate skew block", "The pipeline %q already has a skew block at %s; a pipeline has at most one.", p.Name, skewBlock.DefRange)
+				continue
+			}
+			skewBlock = blk
+		case "task":
+			taskBlocks = append(taskBlocks, blk)
+		}
+	}
+	if skewBlock != nil {
+		p.Skew = l.decodeSkew(skewBlock, p, ctx, sc)
+	}
+	l.decodeTasks(p, b, taskBlocks, ctx, sc)
+	p.Hash = l.hashPipeline(p)
+	return p
+}

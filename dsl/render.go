@@ -1,0 +1,135 @@
+package dsl
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+)
+
+// runValue is run.* for one run, with dates in loc.
+func runValue(rv RunVars, pipeline string, loc *time.Location) cty.Value {
+	if loc == nil {
+		loc = time.UTC
+	}
+	if rv.Pipeline != "" {
+		pipeline = rv.Pipeline
+	}
+	ld := rv.LogicalDate.In(loc)
+	return cty.ObjectVal(map[string]cty.Value{
+		"id":                  cty.StringVal(rv.ID),
+		"pipeline":            cty.StringVal(pipeline),
+		"ds":                  cty.StringVal(ld.Format(dateOnly)),
+		"ds_nodash":           cty.StringVal(ld.Format("20060102")),
+		"logical_date":        cty.StringVal(ld.Format(time.RFC3339)),
+		"data_interval_start": cty.StringVal(rv.DataIntervalStart.In(loc).Format(time.RFC3339)),
+		"data_interval_end":   cty.StringVal(rv.DataIntervalEnd.In(loc).Format(time.RFC3339)),
+		"kind":                cty.StringVal(rv.Kind),
+		"dir":                 cty.StringVal(rv.Dir),
+		"year":                cty.NumberIntVal(int64(ld.Year())),
+		"month":               cty.NumberIntVal(int64(ld.Month())),
+		"day":                 cty.NumberIntVal(int64(ld.Day())),
+		"weekday":             cty.StringVal(ld.Weekday().String()),
+	})
+}
+
+func poolValue(pv PoolVars) cty.Value {
+	return cty.ObjectVal(map[string]cty.Value{
+		"name":   cty.StringVal(pv.Name),
+		"memory": cty.NumberIntVal(pv.Memory),
+		"cpus":   cty.NumberIntVal(int64(pv.CPUs)),
+	})
+}
+
+func runContext(parent *hcl.EvalContext, run cty.Value, pool *cty.Value) *hcl.EvalContext {
+	if parent == nil {
+		parent = &hcl.EvalContext{Functions: functions()}
+	}
+	ctx := parent.NewChild()
+	ctx.Variables = map[string]cty.Value{"run": run}
+	if pool != nil {
+		ctx.Variables["pool"] = *pool
+	}
+	return ctx
+}
+
+// Render evaluates the task's command, env and workdir for one attempt: a
+// string command becomes ["/bin/sh", "-c", command], a list is argv as is.
+func (t *Task) Render(rv RunVars, pv PoolVars) (*Command, error) {
+	if t.command == nil {
+		return nil, fmt.Errorf("task %s has no command", t.Name)
+	}
+	pool := poolValue(pv)
+	ctx := runContext(t.ctx, runValue(rv, t.Pipeline, t.loc), &pool)
+	v, diags := t.command.Value(ctx)
+	if diags.HasErrors() {
+		return nil, fmt.Errorf("task %s: command: %w", t.Name, diags)
+	}
+	argv, err := commandArgv(unmark(v))
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", t.Name, err)
+	}
+	cmd := &Command{Argv: argv, Env: map[string]string{}, Dir: t.Workdir}
+	if t.env != nil {
+		ev, diags := t.env.Value(ctx)
+		if diags.HasErrors() {
+			return nil, fmt.Errorf("task %s: env: %w", t.Name, diags)
+		}
+		if cmd.Env, err = envMap(unmark(ev)); err != nil {
+			return nil, fmt.Errorf("task %s: %w", t.Name, err)
+		}
+	}
+	if t.workdir != nil {
+		wv, diags := t.workdir.Value(ctx)
+		if diags.HasErrors() {
+			return nil, fmt.Errorf("task %s: workdir: %w", t.Name, diags)
+		}
+		sv, err := convert.Convert(unmark(wv), cty.String)
+		if err != nil || sv.IsNull() || !sv.IsKnown() {
+			return nil, fmt.Errorf("task %s: workdir must be a string", t.Name)
+		}
+		cmd.Dir = resolveDir(t.dir, sv.AsString())
+	}
+	return cmd, nil
+}
+
+// HasHotWhen reports whether the skew block sets hot_when.
+func (s *Skew) HasHotWhen() bool { return s != nil && s.hotWhen != nil }
+
+// HasProbe reports whether the skew block sets probe.
+func (s *Skew) HasProbe() bool { return s != nil && s.probe != nil }
+
+// HotWhen evaluates hot_when for one run; false when it is unset.
+func (s *Skew) HotWhen(rv RunVars) (bool, error) {
+	if s == nil || s.hotWhen == nil {
+		return false, nil
+	}
+	v, diags := s.hotWhen.Value(runContext(s.ctx, runValue(rv, s.pipeline, s.loc), nil))
+	if diags.HasErrors() {
+		return false, fmt.Errorf("hot_when: %w", diags)
+	}
+	bv, err := convert.Convert(unmark(v), cty.Bool)
+	if err != nil || bv.IsNull() || !bv.IsKnown() {
+		return false, fmt.Errorf("hot_when must be true or false")
+	}
+	return bv.True(), nil
+}
+
+// ProbeCommand renders the probe command for one run, in the pipeline's
+// directory; nil when the skew block sets no probe.
+func (s *Skew) ProbeCommand(rv RunVars) (*Command, error) {
+	if s == nil || s.probe == nil {
+		return nil, nil
+	}
+	v, diags := s.probe.Value(runContext(s.ctx, runValue(rv, s.pipeline, s.loc), nil))
+	if diags.HasErrors() {
+		return nil, fmt.Errorf("probe: %w", diags)
+	}
+	argv, err := commandArgv(unmark(v))
+	if err != nil {
+		return nil, fmt.Errorf("probe: %w", err)
+	}
+	return &Command{Argv: argv, Env: map[string]string{}, Dir: s.dir}, nil
+}

@@ -1,0 +1,164 @@
+package dsl
+
+import (
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// DefaultPoolName is the pool that exists even where no file declares it.
+const DefaultPoolName = "default"
+
+// DefaultPoolSlots is the slot count of the implicit default pool.
+const DefaultPoolSlots = 16
+
+// Workspace is every *.hcl file of one directory, decoded and validated.
+type Workspace struct {
+	Dir string
+	// Files maps each parsed file name to its AST, for diagnostic snippets.
+	Files map[string]*hcl.File
+	// Pools always holds DefaultPoolName.
+	Pools map[string]*Pool
+	// Pipelines, sorted by name.
+	Pipelines []*Pipeline
+}
+
+// Pipeline returns the pipeline called name, or nil.
+func (w *Workspace) Pipeline(name string) *Pipeline {
+	for _, p := range w.Pipelines {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// Pool is a named set of execution slots with optional resource limits.
+type Pool struct {
+	Name   string
+	Slots  int
+	Memory int64 // bytes; 0 when unset
+	CPUs   int   // 0 when unset
+	// EscalateTo names the pool an attempt killed for memory is retried on ("" = none).
+	EscalateTo string
+	DeclRange  hcl.Range
+}
+
+// Pipeline is one scheduled DAG of tasks.
+type Pipeline struct {
+	Name           string
+	Schedule       string // cron expression or preset, as written
+	Timezone       *time.Location
+	StartDate      time.Time // in Timezone
+	EndDate        time.Time // in Timezone; zero when unset
+	Catchup        bool
+	MaxActiveRuns  int
+	MaxActiveTasks int // at least 1; default 16
+	DefaultPool    string
+	Description    string
+	Tags           []string
+	Params         map[string]string // keys are identifiers: tasks see REWIND_PARAM_<key>
+	// Tasks in a topological order (every task after its dependencies), ties by name.
+	Tasks []*Task
+	Skew  *Skew // nil when the pipeline has no skew block
+	// Dir is the directory of the file that declares the pipeline.
+	Dir string
+	// Hash identifies the definition: it changes when anything that affects runs changes.
+	Hash      string
+	DeclRange hcl.Range
+
+	// Label is the block label; Key is the for_each key that generated this
+	// pipeline ("" without for_each). Name is Label, or Label_Key.
+	Label string
+	Key   string
+}
+
+// Task returns the task called name, or nil.
+func (p *Pipeline) Task(name string) *Task {
+	for _, t := range p.Tasks {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// Task is one step of a pipeline; its command is rendered per run.
+type Task struct {
+	Name                    string
+	DependsOn               []string
+	Retries                 int
+	RetryDelay              time.Duration
+	RetryExponentialBackoff bool
+	Timeout                 time.Duration // 0 = none
+	Pool                    string        // resolved: task pool, else pipeline default_pool, else "default"
+	DependsOnPast           bool
+	// Workdir is absolute; it defaults to the declaring file's directory. A
+	// workdir that refers to run.* or pool.* is resolved per run by Render.
+	Workdir   string
+	DeclRange hcl.Range
+
+	// Pipeline names the pipeline the task belongs to.
+	Pipeline string
+	// Label is the block label; Key is the for_each key that generated this
+	// task ("" without for_each). Name is Label, or Label_Key.
+	Label string
+	Key   string
+	// CommandText is the command expression as written in the file.
+	CommandText string
+
+	// command, env and workdir templates, evaluated per run by Render.
+	command   hcl.Expression
+	env       hcl.Expression // nil when unset
+	workdir   hcl.Expression // nil when unset
+	dir       string         // directory of the declaring file
+	loc       *time.Location // the pipeline's timezone
+	ctx       *hcl.EvalContext
+	depRanges map[string]hcl.Range // dependency name -> the reference in depends_on
+}
+
+// Skew says which logical dates are hot and where they run.
+type Skew struct {
+	HotDates  []string // YYYY-MM-DD
+	HotFactor float64  // probe: hot above HotFactor x the window's median (default 3)
+	Pool      string
+	DeclRange hcl.Range
+
+	// HotWhenText and ProbeText are the expressions as written ("" when unset).
+	HotWhenText string
+	ProbeText   string
+
+	hotWhen  hcl.Expression // nil when unset
+	probe    hcl.Expression // nil when unset
+	ctx      *hcl.EvalContext
+	dir      string
+	loc      *time.Location
+	pipeline string
+}
+
+// RunVars are the values of run.* for one run.
+type RunVars struct {
+	ID                string
+	Pipeline          string
+	LogicalDate       time.Time // in the pipeline's timezone
+	DataIntervalStart time.Time
+	DataIntervalEnd   time.Time
+	Kind              string // scheduled | backfill | manual
+	Dir               string // scratch directory of the run
+}
+
+// PoolVars are the values of pool.* for one attempt.
+type PoolVars struct {
+	Name   string
+	Memory int64
+	CPUs   int
+}
+
+// Command is a task's rendered command for one attempt.
+type Command struct {
+	// Argv is what is exec'd: for a string command, ["/bin/sh", "-c", cmd].
+	Argv []string
+	// Env holds the task's env block, rendered (without the REWIND_* variables).
+	Env map[string]string
+	Dir string
+}
