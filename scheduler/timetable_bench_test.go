@@ -1,0 +1,40 @@
+package scheduler
+
+import "testing"
+
+// BenchmarkTenYearsOfMinutes enumerates ten years of "* * * * *"
+// (5,260,320 intervals) per operation.
+func BenchmarkTenYearsOfMinutes(b *testing.B) {
+	tt, err := NewTimetable("* * * * *", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := tenYearsWindow()
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		for range tt.Intervals(w) {
+			n++
+		}
+		if n != tenYearsOfMinutes {
+			b.Fatalf("count = %d, want %d", n, tenYearsOfMinutes)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/tenYearsOfMinutes, "ns/interval")
+}
+
+// BenchmarkLatestAfterTenYears is catchup=false on a minutely pipeline
+// started ten years ago.
+func BenchmarkLatestAfterTenYears(b *testing.B) {
+	tt, err := NewTimetable("* * * * *", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := tenYearsWindow()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := tt.Latest(w); !ok {
+			b.Fatal("no interval")
+		}
+	}
+}
