@@ -1,0 +1,55 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/store"
+)
+
+// BenchmarkNoopAttempts runs 2,000 attempts of `true` at concurrency 8 (an
+// hourly pipeline, max_active_runs = 8): the scheduler's own overhead per
+// attempt. bench/noop.sh compares the same workload with xargs -P 8.
+func BenchmarkNoopAttempts(b *testing.B) {
+	const runs = 2000
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).Add(runs * time.Hour)
+	for b.Loop() {
+		b.StopTimer()
+		dir := b.TempDir()
+		hcl := `
+pipeline "noop" {
+  schedule        = "@hourly"
+  start_date      = "2025-01-01"
+  max_active_runs = 8
+  task "t" { command = ["true"] }
+}`
+		if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(hcl), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		ws, diags := dsl.Load(dir, dsl.LoadOptions{})
+		if diags.HasErrors() {
+			b.Fatal(diags.Error())
+		}
+		st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(dir, "state.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		sum, err := scheduler.Run(context.Background(), scheduler.Options{Store: st, Workspace: ws, Home: dir, Now: now, Catchup: true})
+		b.StopTimer()
+		if err != nil || len(sum.Finished) != runs || sum.Failed() {
+			b.Fatalf("err %v, finished %d, failed %v", err, len(sum.Finished), sum.Failed())
+		}
+		st.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*runs), "ns/attempt")
+}
+
+var _ = fmt.Sprint

@@ -1,0 +1,919 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sourcegraph/conc"
+
+	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/executor"
+	"github.com/rewind-dev/rewind/store"
+)
+
+// SkipExitCode is the exit code with which a task says "skip me" (as
+// Airflow's BashOperator): the task instance becomes skipped, and so do the
+// tasks downstream of it.
+const SkipExitCode = 99
+
+// maxRetryDelay caps exponential retry backoff.
+const maxRetryDelay = 24 * time.Hour
+
+// Options configure one execution of `rewind run`.
+type Options struct {
+	Store     store.Store
+	Workspace *dsl.Workspace
+	// Pipelines selects pipelines by name; empty = every pipeline.
+	Pipelines []string
+	// Catchup fills every due interval even where the pipeline says catchup = false.
+	Catchup bool
+	// Now is the logical clock that decides which intervals are due (--now);
+	// zero = the wall clock. Retry delays and timeouts always use the wall clock.
+	Now time.Time
+	// MaxActiveRuns overrides every pipeline's max_active_runs when > 0.
+	MaxActiveRuns int
+	// Home is the directory of runs/ and logs/ (".rewind" by default).
+	Home string
+	// Wait for the lease when another rewind holds it, instead of failing.
+	Wait bool
+	// Grace is how long running attempts get to stop on interrupt (default 10s).
+	Grace time.Duration
+	// OnProgress is called after every change of the counts (from one goroutine).
+	OnProgress func(Progress)
+	Log        *slog.Logger
+}
+
+// Progress counts the runs of one execution.
+type Progress struct {
+	Total     int // runs in scope: materialized and not finished before this execution
+	Succeeded int
+	Failed    int
+	Running   int // admitted runs
+	Queued    int // runs waiting for max_active_runs
+	Attempts  int // attempts launched or adopted so far
+	Started   time.Time
+}
+
+// Done is the number of finished runs.
+func (p Progress) Done() int { return p.Succeeded + p.Failed }
+
+// RunResult is a run that finished during the execution.
+type RunResult struct {
+	Pipeline    string
+	DS          string
+	LogicalDate time.Time
+	State       store.RunState
+	Duration    time.Duration
+	FailedTasks []string
+}
+
+// Summary is what an execution did.
+type Summary struct {
+	Created     int         // runs materialized
+	Finished    []RunResult // runs that finished, oldest logical date first
+	Unfinished  int         // runs in scope left queued or running (interrupted)
+	Attempts    int
+	Interrupted bool
+	Paused      []string // selected pipelines skipped because they are paused
+	Progress    Progress
+}
+
+// Failed reports whether a run of the execution failed.
+func (s *Summary) Failed() bool {
+	for _, r := range s.Finished {
+		if r.State == store.RunFailed {
+			return true
+		}
+	}
+	return false
+}
+
+type pipe struct {
+	def *dsl.Pipeline
+	// The watermark is recomputed at most every watermarkEvery while runs
+	// succeed, and once at the end.
+	watermarkDirty bool
+	watermarkAt    time.Time
+	maxRuns        int
+	activeRuns     int
+	activeTasks    int
+	queued         []*runNode // not admitted, oldest first
+	all            []*runNode // every loaded run, oldest first (for depends_on_past)
+}
+
+type runNode struct {
+	run   store.Run
+	p     *pipe
+	tis   []*tiNode // in the pipeline's topological order
+	prev  *runNode  // previous loaded run of the pipeline
+	key   string    // directory name of the run
+	done  bool
+	begun time.Time
+}
+
+type tiNode struct {
+	ti   store.TaskInstance
+	task *dsl.Task // nil when the task no longer exists in the pipeline
+	run  *runNode
+	idx  int
+}
+
+type completion struct {
+	node    *tiNode
+	attempt store.Attempt
+	res     executor.Result
+	// adopted attempts (started by a rewind that died) report a status code only.
+	adopted   bool
+	code      int
+	haveCode  bool
+	adoptErr  error
+	launchErr error
+}
+
+type engine struct {
+	o        Options
+	st       store.Store
+	host     string
+	log      *slog.Logger
+	pipes    map[string]*pipe
+	order    []*pipe
+	active   []*runNode // admitted, unfinished
+	byTI     map[int64]*tiNode
+	poolUsed map[string]int
+	running  int
+	events   chan completion
+	wg       conc.WaitGroup
+	progress Progress
+	summary  *Summary
+}
+
+// Run materializes the due runs of the selected pipelines and executes them
+// until every run is finished (or ctx is cancelled: then running attempts
+// are stopped and recorded as interrupted). It holds the state's lease
+// throughout, so two rewinds never run the same attempt.
+func Run(ctx context.Context, o Options) (*Summary, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Home == "" {
+		o.Home = ".rewind"
+	}
+	// Paths recorded in the state are absolute: a later rewind may run elsewhere.
+	home, err := filepath.Abs(o.Home)
+	if err != nil {
+		return nil, err
+	}
+	o.Home = home
+	if o.Grace <= 0 {
+		o.Grace = 10 * time.Second
+	}
+	now := o.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	defs, err := selectPipelines(o.Workspace, o.Pipelines)
+	if err != nil {
+		return nil, err
+	}
+	self := Self()
+	if err := AcquireLease(ctx, o.Store, self, o.Wait); err != nil {
+		return nil, err
+	}
+	defer ReleaseLease(context.WithoutCancel(ctx), o.Store, self)
+	leaseCtx, stopLease := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLease()
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	go keepLease(leaseCtx, o.Store, self, func(err error) {
+		cancelRun(fmt.Errorf("lost the state lease: %w", err))
+	})
+
+	e := &engine{
+		o: o, st: o.Store, host: self.Host, log: o.Log,
+		pipes: map[string]*pipe{}, byTI: map[int64]*tiNode{}, poolUsed: map[string]int{},
+		events: make(chan completion, 64), summary: &Summary{},
+	}
+	e.progress.Started = time.Now()
+	for _, def := range defs {
+		sp, err := e.st.UpsertPipeline(ctx, store.UpsertPipelineParams{Name: def.Name, Hash: def.Hash, Now: time.Now()})
+		if err != nil {
+			return nil, err
+		}
+		if sp.Paused {
+			e.summary.Paused = append(e.summary.Paused, def.Name)
+			continue
+		}
+		n, err := Materialize(ctx, e.st, MaterializeParams{Pipeline: def, Catchup: def.Catchup || o.Catchup, Now: now})
+		e.summary.Created += n
+		if err != nil {
+			return e.summary, err
+		}
+		p := &pipe{def: def, maxRuns: def.MaxActiveRuns}
+		if o.MaxActiveRuns > 0 {
+			p.maxRuns = o.MaxActiveRuns
+		}
+		e.pipes[def.Name] = p
+		e.order = append(e.order, p)
+	}
+	if err := e.load(ctx); err != nil {
+		return e.summary, err
+	}
+	if err := e.recover(runCtx); err != nil {
+		return e.summary, err
+	}
+	err = e.loop(runCtx)
+	e.wg.Wait()
+	for _, p := range e.order {
+		if p.watermarkDirty {
+			if werr := e.advanceWatermark(context.WithoutCancel(ctx), p, time.Now()); werr != nil && err == nil {
+				err = werr
+			}
+		}
+	}
+	e.summary.Attempts = e.progress.Attempts
+	e.summary.Progress = e.progress
+	for _, p := range e.order {
+		for _, r := range p.all {
+			if !r.done {
+				e.summary.Unfinished++
+			}
+		}
+	}
+	sort.SliceStable(e.summary.Finished, func(i, j int) bool {
+		return e.summary.Finished[i].LogicalDate.Before(e.summary.Finished[j].LogicalDate)
+	})
+	if err == nil && runCtx.Err() != nil {
+		if cause := context.Cause(runCtx); cause != nil && !errors.Is(cause, context.Canceled) {
+			err = cause
+		}
+		e.summary.Interrupted = true
+	}
+	return e.summary, err
+}
+
+func selectPipelines(ws *dsl.Workspace, names []string) ([]*dsl.Pipeline, error) {
+	if len(names) == 0 {
+		return ws.Pipelines, nil
+	}
+	var out []*dsl.Pipeline
+	seen := map[string]bool{}
+	for _, n := range names {
+		p := ws.Pipeline(n)
+		if p == nil {
+			known := make([]string, len(ws.Pipelines))
+			for i, p := range ws.Pipelines {
+				known[i] = p.Name
+			}
+			return nil, fmt.Errorf("unknown pipeline %q (known: %s)", n, strings.Join(known, ", "))
+		}
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// load reads the unfinished runs of the selected pipelines (every run, for a
+// pipeline with depends_on_past tasks, which needs the previous runs' states).
+func (e *engine) load(ctx context.Context) error {
+	for _, p := range e.order {
+		params := store.ListRunsParams{Pipelines: []string{p.def.Name}, WithTasks: true}
+		if !hasDependsOnPast(p.def) {
+			params.States = []store.RunState{store.RunQueued, store.RunRunning}
+		}
+		runs, err := e.st.ListRuns(ctx, params)
+		if err != nil {
+			return err
+		}
+		var prev *runNode
+		for _, r := range runs {
+			n := e.node(p, r)
+			n.prev = prev
+			prev = n
+			p.all = append(p.all, n)
+			switch r.State {
+			case store.RunQueued:
+				p.queued = append(p.queued, n)
+				e.progress.Total++
+				e.progress.Queued++
+			case store.RunRunning:
+				e.active = append(e.active, n)
+				p.activeRuns++
+				n.begun = time.Now()
+				e.progress.Total++
+				e.progress.Running++
+			default:
+				n.done = true
+			}
+		}
+	}
+	return nil
+}
+
+func hasDependsOnPast(p *dsl.Pipeline) bool {
+	for _, t := range p.Tasks {
+		if t.DependsOnPast {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *engine) node(p *pipe, r store.Run) *runNode {
+	n := &runNode{run: r, p: p, key: runKey(r.LogicalDate.In(p.def.Timezone))}
+	byName := make(map[string]store.TaskInstance, len(r.Tasks))
+	for _, ti := range r.Tasks {
+		byName[ti.Task] = ti
+	}
+	for i, t := range p.def.Tasks {
+		ti, ok := byName[t.Name]
+		if !ok {
+			continue // a task added after the run was created
+		}
+		delete(byName, t.Name)
+		tn := &tiNode{ti: ti, task: t, run: n, idx: i}
+		n.tis = append(n.tis, tn)
+		e.byTI[ti.ID] = tn
+	}
+	for _, ti := range r.Tasks {
+		if _, gone := byName[ti.Task]; gone {
+			// The task was removed from the pipeline: it can never run again.
+			tn := &tiNode{ti: ti, run: n, idx: len(p.def.Tasks)}
+			n.tis = append(n.tis, tn)
+			e.byTI[ti.ID] = tn
+		}
+	}
+	n.run.Tasks = nil
+	return n
+}
+
+// runKey names a run's directories: its logical date in the pipeline's
+// timezone with the offset, so the two runs of a repeated DST hour differ.
+func runKey(t time.Time) string { return t.Format("2006-01-02T150405-0700") }
+
+// recover settles attempts left running by a rewind that died: an attempt
+// whose process still runs is adopted, one whose wrapper recorded an exit
+// status gets that outcome, and one with neither is lost and runs again
+// without using a retry.
+func (e *engine) recover(ctx context.Context) error {
+	stale, err := e.st.RunningAttempts(ctx)
+	if err != nil {
+		return err
+	}
+	for _, a := range stale {
+		node := e.byTI[a.TaskInstanceID]
+		pid := a.PID
+		if pid == 0 {
+			pid = executor.WrapperPID(a.StatusPath)
+		}
+		if executor.Alive(pid, a.StatusPath) {
+			if node == nil {
+				continue // a pipeline outside this execution: left to the rewind that selects it
+			}
+			e.log.Info("adopting attempt of a previous rewind", "pipeline", a.Pipeline, "task", a.Task, "try", a.TryNumber, "pid", pid)
+			e.startRunning(node)
+			e.progress.Attempts++
+			att := a.Attempt
+			e.wg.Go(func() {
+				code, ok, err := executor.Adopt(ctx, pid, att.StatusPath)
+				e.events <- completion{node: node, attempt: att, adopted: true, code: code, haveCode: ok, adoptErr: err}
+			})
+			continue
+		}
+		c := completion{node: node, attempt: a.Attempt, adopted: true}
+		c.code, c.haveCode = executor.ReadStatus(a.StatusPath)
+		if node == nil {
+			if err := e.finishOrphan(ctx, a, c); err != nil {
+				return err
+			}
+			continue
+		}
+		e.startRunning(node)
+		if err := e.complete(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finishOrphan records the outcome of a dead attempt of a pipeline outside
+// this execution, without its retry policy: success stays success, anything
+// else is lost and runs again.
+func (e *engine) finishOrphan(ctx context.Context, a store.RunningAttempt, c completion) error {
+	p := store.FinishAttemptParams{AttemptID: a.ID, State: store.AttemptLost, TaskState: store.TaskScheduled, Now: time.Now()}
+	if c.haveCode && c.code == 0 {
+		code := 0
+		p.State, p.TaskState, p.ExitCode = store.AttemptSuccess, store.TaskSuccess, &code
+	}
+	return ignoreConflict(e.st.FinishAttempt(ctx, p))
+}
+
+func ignoreConflict(err error) error {
+	if errors.Is(err, store.ErrConflict) {
+		return nil
+	}
+	return err
+}
+
+func (e *engine) startRunning(n *tiNode) {
+	e.running++
+	e.poolUsed[n.ti.Pool]++
+	n.run.p.activeTasks++
+	n.ti.State = store.TaskRunning
+}
+
+func (e *engine) stopRunning(n *tiNode) {
+	e.running--
+	e.poolUsed[n.ti.Pool]--
+	n.run.p.activeTasks--
+}
+
+func (e *engine) loop(ctx context.Context) error {
+	done := ctx.Done()
+	stopping := false
+	for {
+		var nextRetry time.Time
+		if !stopping {
+			var err error
+			nextRetry, err = e.pass(ctx)
+			if err != nil {
+				stopping = true
+				e.drain()
+				return err
+			}
+			e.report()
+		}
+		if e.running == 0 && (stopping || nextRetry.IsZero()) {
+			return nil
+		}
+		var timer *time.Timer
+		var wake <-chan time.Time
+		if !stopping && !nextRetry.IsZero() {
+			timer = time.NewTimer(time.Until(nextRetry))
+			wake = timer.C
+		}
+		var err error
+		select {
+		case c := <-e.events:
+			err = e.complete(context.WithoutCancel(ctx), c)
+		case <-wake:
+		case <-done:
+			stopping = true
+			done = nil
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if err != nil {
+			e.drain()
+			return err
+		}
+	}
+}
+
+// drain waits for the running attempts after a fatal error; their outcomes
+// are recorded as far as the store allows.
+func (e *engine) drain() {
+	for e.running > 0 {
+		c := <-e.events
+		_ = e.complete(context.Background(), c)
+	}
+}
+
+// pass admits runs, settles finished runs and launches every task instance
+// that is ready and fits the limits. It returns the earliest time a task
+// waiting for a retry becomes ready (zero if none).
+func (e *engine) pass(ctx context.Context) (time.Time, error) {
+	now := time.Now()
+	var nextRetry time.Time
+	for {
+		// Admit queued runs, oldest first, up to max_active_runs.
+		for _, p := range e.order {
+			for p.activeRuns < p.maxRuns && len(p.queued) > 0 {
+				n := p.queued[0]
+				p.queued = p.queued[1:]
+				if err := e.st.AdmitRun(ctx, store.AdmitRunParams{RunID: n.run.ID, Now: now}); err != nil && !errors.Is(err, store.ErrConflict) {
+					return nextRetry, err
+				}
+				n.run.State = store.RunRunning
+				n.begun = now
+				p.activeRuns++
+				e.active = append(e.active, n)
+				e.progress.Queued--
+				e.progress.Running++
+			}
+		}
+		// Settle dependencies; collect ready task instances; finish complete runs.
+		var ready []*tiNode
+		finished := false
+		kept := e.active[:0]
+		for _, r := range e.active {
+			rd, retry, complete, err := e.settle(ctx, r, now)
+			if err != nil {
+				return nextRetry, err
+			}
+			if !retry.IsZero() && (nextRetry.IsZero() || retry.Before(nextRetry)) {
+				nextRetry = retry
+			}
+			if complete {
+				if err := e.finishRun(ctx, r, now); err != nil {
+					return nextRetry, err
+				}
+				finished = true
+				continue
+			}
+			kept = append(kept, r)
+			ready = append(ready, rd...)
+		}
+		e.active = kept
+		if finished {
+			continue // slots of max_active_runs were freed: admit more first
+		}
+		sort.SliceStable(ready, func(i, j int) bool {
+			a, b := ready[i], ready[j]
+			if !a.run.run.LogicalDate.Equal(b.run.run.LogicalDate) {
+				return a.run.run.LogicalDate.Before(b.run.run.LogicalDate)
+			}
+			if a.run.p != b.run.p {
+				return a.run.p.def.Name < b.run.p.def.Name
+			}
+			return a.idx < b.idx
+		})
+		for _, n := range ready {
+			if !e.fits(n) {
+				continue
+			}
+			if err := e.launch(ctx, n); err != nil {
+				return nextRetry, err
+			}
+		}
+		return nextRetry, nil
+	}
+}
+
+// settle moves the task instances of one admitted run along their
+// dependencies. It returns the instances ready to launch, the earliest retry
+// time, and whether every instance is finished.
+func (e *engine) settle(ctx context.Context, r *runNode, now time.Time) (ready []*tiNode, retry time.Time, complete bool, err error) {
+	complete = true
+	for _, n := range r.tis {
+		if n.task == nil && !n.ti.State.Terminal() && n.ti.State != store.TaskRunning && n.ti.State != store.TaskQueued {
+			if err := e.setState(ctx, n, store.TaskSkipped); err != nil {
+				return nil, retry, false, err
+			}
+		}
+		switch n.ti.State {
+		case store.TaskScheduled:
+			verdict := e.upstreamVerdict(n)
+			switch verdict {
+			case store.TaskUpstreamFailed, store.TaskSkipped:
+				if err := e.setState(ctx, n, verdict); err != nil {
+					return nil, retry, false, err
+				}
+				continue
+			case store.TaskSuccess:
+				ready = append(ready, n)
+			}
+			complete = false
+		case store.TaskUpForRetry:
+			complete = false
+			if !n.ti.NextTryAt.After(now) {
+				ready = append(ready, n)
+			} else if retry.IsZero() || n.ti.NextTryAt.Before(retry) {
+				retry = n.ti.NextTryAt
+			}
+		case store.TaskQueued, store.TaskRunning:
+			complete = false
+		}
+	}
+	return ready, retry, complete, nil
+}
+
+// upstreamVerdict says what a scheduled task instance may do: TaskSuccess
+// (ready), TaskUpstreamFailed, TaskSkipped, or TaskScheduled (wait).
+func (e *engine) upstreamVerdict(n *tiNode) store.TaskState {
+	r := n.run
+	skipped := false
+	for _, dep := range n.task.DependsOn {
+		var up *tiNode
+		for _, m := range r.tis {
+			if m.task != nil && m.task.Name == dep {
+				up = m
+				break
+			}
+		}
+		if up == nil {
+			continue // not in this run (added later): nothing to wait for
+		}
+		switch up.ti.State {
+		case store.TaskFailed, store.TaskUpstreamFailed:
+			return store.TaskUpstreamFailed
+		case store.TaskSkipped:
+			skipped = true
+		case store.TaskSuccess:
+		default:
+			return store.TaskScheduled
+		}
+	}
+	if skipped {
+		return store.TaskSkipped
+	}
+	if n.task.DependsOnPast && r.prev != nil {
+		for _, m := range r.prev.tis {
+			if m.task == nil || m.task.Name != n.task.Name {
+				continue
+			}
+			switch m.ti.State {
+			case store.TaskSuccess, store.TaskSkipped:
+			case store.TaskFailed, store.TaskUpstreamFailed:
+				// The previous run's instance failed: this one can never run
+				// until that one is cleared and succeeds.
+				return store.TaskUpstreamFailed
+			default:
+				return store.TaskScheduled
+			}
+		}
+	}
+	return store.TaskSuccess
+}
+
+func (e *engine) setState(ctx context.Context, n *tiNode, to store.TaskState) error {
+	from := n.ti.State
+	if _, err := e.st.SetTaskStates(ctx, store.SetTaskStatesParams{IDs: []int64{n.ti.ID}, From: []store.TaskState{from}, To: to, Now: time.Now()}); err != nil {
+		return err
+	}
+	n.ti.State = to
+	return nil
+}
+
+func (e *engine) fits(n *tiNode) bool {
+	p := n.run.p
+	if p.def.MaxActiveTasks > 0 && p.activeTasks >= p.def.MaxActiveTasks {
+		return false
+	}
+	return e.poolUsed[n.ti.Pool] < e.poolSlots(n.ti.Pool)
+}
+
+func (e *engine) poolSlots(name string) int {
+	if pl, ok := e.o.Workspace.Pools[name]; ok {
+		return pl.Slots
+	}
+	return dsl.DefaultPoolSlots
+}
+
+func (e *engine) finishRun(ctx context.Context, r *runNode, now time.Time) error {
+	state := store.RunSuccess
+	var failed []string
+	for _, n := range r.tis {
+		if n.ti.State != store.TaskSuccess && n.ti.State != store.TaskSkipped {
+			state = store.RunFailed
+			failed = append(failed, n.ti.Task)
+		}
+	}
+	if err := e.st.FinishRun(ctx, store.FinishRunParams{RunID: r.run.ID, State: state, Now: now}); err != nil && !errors.Is(err, store.ErrConflict) {
+		return err
+	}
+	r.run.State = state
+	r.done = true
+	r.p.activeRuns--
+	e.progress.Running--
+	if state == store.RunSuccess {
+		e.progress.Succeeded++
+		r.p.watermarkDirty = true
+		if now.Sub(r.p.watermarkAt) >= watermarkEvery {
+			if err := e.advanceWatermark(ctx, r.p, now); err != nil {
+				return err
+			}
+		}
+	} else {
+		e.progress.Failed++
+	}
+	e.summary.Finished = append(e.summary.Finished, RunResult{
+		Pipeline: r.p.def.Name, DS: r.run.DS, LogicalDate: r.run.LogicalDate, State: state,
+		Duration: now.Sub(r.begun), FailedTasks: failed,
+	})
+	return nil
+}
+
+// watermarkEvery bounds how often a busy catchup recomputes a watermark.
+const watermarkEvery = time.Second
+
+func (e *engine) advanceWatermark(ctx context.Context, p *pipe, now time.Time) error {
+	p.watermarkDirty, p.watermarkAt = false, now
+	_, err := e.st.AdvanceWatermark(ctx, store.AdvanceWatermarkParams{Pipeline: p.def.Name, Now: now})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// launch claims a task instance and starts its attempt.
+func (e *engine) launch(ctx context.Context, n *tiNode) error {
+	r := n.run
+	def := r.p.def
+	base := filepath.Join(e.o.Home, "logs", def.Name, r.key, n.task.Name)
+	att, err := e.st.ClaimTask(ctx, store.ClaimTaskParams{
+		TaskInstanceID: n.ti.ID, Pool: n.ti.Pool, Host: e.host,
+		LogPath: filepath.Join(base, "{try}.log"), StatusPath: filepath.Join(base, "{try}.status"),
+		Now: time.Now(),
+	})
+	if errors.Is(err, store.ErrConflict) {
+		return nil // changed under us (cleared); the next pass sees it
+	}
+	if err != nil {
+		return err
+	}
+	n.ti.TryNumber = att.TryNumber
+	e.startRunning(n)
+	e.progress.Attempts++
+	spec, err := e.spec(n, att)
+	if err != nil {
+		e.deliverLaunchError(n, att, err)
+		return nil
+	}
+	h, err := executor.Start(spec)
+	if err != nil {
+		e.deliverLaunchError(n, att, err)
+		return nil
+	}
+	if err := e.st.StartAttempt(ctx, store.StartAttemptParams{AttemptID: att.ID, PID: h.PID, PIDStart: h.PIDStart, Now: time.Now()}); err != nil {
+		return err
+	}
+	runCtx := ctx
+	e.wg.Go(func() {
+		res := h.Wait(runCtx)
+		e.events <- completion{node: n, attempt: att, res: res}
+	})
+	return nil
+}
+
+func (e *engine) deliverLaunchError(n *tiNode, att store.Attempt, err error) {
+	_ = os.MkdirAll(filepath.Dir(att.LogPath), 0o755)
+	if f, ferr := os.OpenFile(att.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); ferr == nil {
+		fmt.Fprintf(f, "rewind: cannot start attempt: %v\n", err)
+		f.Close()
+	}
+	e.wg.Go(func() { e.events <- completion{node: n, attempt: att, launchErr: err} })
+}
+
+// spec renders the attempt's command and environment.
+func (e *engine) spec(n *tiNode, att store.Attempt) (executor.Spec, error) {
+	r := n.run
+	def := r.p.def
+	tz := def.Timezone
+	runDir := filepath.Join(e.o.Home, "runs", def.Name, r.key)
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return executor.Spec{}, fmt.Errorf("run directory: %w", err)
+	}
+	rv := dsl.RunVars{
+		ID:                RunID(r.run.Kind, r.run.LogicalDate.In(tz)),
+		Pipeline:          def.Name,
+		LogicalDate:       r.run.LogicalDate.In(tz),
+		DataIntervalStart: r.run.DataIntervalStart.In(tz),
+		DataIntervalEnd:   r.run.DataIntervalEnd.In(tz),
+		Kind:              string(r.run.Kind),
+		Dir:               runDir,
+	}
+	pv := dsl.PoolVars{Name: n.ti.Pool}
+	if pl, ok := e.o.Workspace.Pools[n.ti.Pool]; ok {
+		pv.Memory, pv.CPUs = pl.Memory, pl.CPUs
+	}
+	cmd, err := n.task.Render(rv, pv)
+	if err != nil {
+		return executor.Spec{}, err
+	}
+	env := append(os.Environ(), TaskEnv(rv, pv, n.task.Name, att.TryNumber)...)
+	for k, v := range def.Params {
+		env = append(env, "REWIND_PARAM_"+k+"="+v)
+	}
+	for k, v := range cmd.Env {
+		env = append(env, k+"="+v)
+	}
+	return executor.Spec{
+		Argv: cmd.Argv, Env: env, Dir: cmd.Dir, LogPath: att.LogPath, StatusPath: att.StatusPath,
+		Timeout: n.task.Timeout, Grace: e.o.Grace,
+	}, nil
+}
+
+// RunID is a run's id as tasks see it (run.id, REWIND_RUN_ID), as Airflow
+// names runs: "<kind>__<logical date>".
+func RunID(kind store.RunKind, logical time.Time) string {
+	return string(kind) + "__" + logical.Format(time.RFC3339)
+}
+
+// TaskEnv is the REWIND_* environment of an attempt (contract).
+func TaskEnv(rv dsl.RunVars, pv dsl.PoolVars, task string, try int) []string {
+	mem, cpus := "", ""
+	if pv.Memory > 0 {
+		mem = strconv.FormatInt(pv.Memory, 10)
+	}
+	if pv.CPUs > 0 {
+		cpus = strconv.Itoa(pv.CPUs)
+	}
+	return []string{
+		"REWIND_PIPELINE=" + rv.Pipeline,
+		"REWIND_TASK=" + task,
+		"REWIND_RUN_ID=" + rv.ID,
+		"REWIND_DS=" + rv.LogicalDate.Format("2006-01-02"),
+		"REWIND_DS_NODASH=" + rv.LogicalDate.Format("20060102"),
+		"REWIND_LOGICAL_DATE=" + rv.LogicalDate.Format(time.RFC3339),
+		"REWIND_DATA_INTERVAL_START=" + rv.DataIntervalStart.Format(time.RFC3339),
+		"REWIND_DATA_INTERVAL_END=" + rv.DataIntervalEnd.Format(time.RFC3339),
+		"REWIND_RUN_KIND=" + rv.Kind,
+		"REWIND_TRY_NUMBER=" + strconv.Itoa(try),
+		"REWIND_POOL=" + pv.Name,
+		"REWIND_POOL_MEMORY=" + mem,
+		"REWIND_POOL_CPUS=" + cpus,
+		"REWIND_RUN_DIR=" + rv.Dir,
+	}
+}
+
+// complete records how an attempt ended and moves its task instance.
+func (e *engine) complete(ctx context.Context, c completion) error {
+	n := c.node
+	e.stopRunning(n)
+	now := time.Now()
+	p := store.FinishAttemptParams{AttemptID: c.attempt.ID, Now: now, PeakRSS: c.res.PeakRSS}
+	code, haveCode := -1, false
+	switch {
+	case c.launchErr != nil:
+	case c.adopted:
+		if c.adoptErr != nil { // stopped waiting (interrupt): a later rewind adopts it again
+			n.ti.State = store.TaskRunning
+			return nil
+		}
+		code, haveCode = c.code, c.haveCode
+	case c.res.Interrupted:
+		p.State, p.TaskState = store.AttemptInterrupted, store.TaskScheduled
+	default:
+		if c.res.ExitCode != nil {
+			code, haveCode = *c.res.ExitCode, true
+		}
+		p.Signal = c.res.Signal
+	}
+	if p.State == "" {
+		switch {
+		case c.adopted && !haveCode:
+			p.State, p.TaskState = store.AttemptLost, store.TaskScheduled
+		case haveCode && code == 0 && !c.res.TimedOut:
+			p.State, p.TaskState = store.AttemptSuccess, store.TaskSuccess
+		case haveCode && code == SkipExitCode && !c.res.TimedOut:
+			p.State, p.TaskState = store.AttemptSkipped, store.TaskSkipped
+		default:
+			p.State, p.CountFailure = store.AttemptFailed, true
+			if c.res.TimedOut {
+				p.Signal = "timeout"
+			}
+			p.TaskState = store.TaskFailed
+			retries := 0
+			if n.task != nil {
+				retries = n.task.Retries
+			}
+			if n.ti.Failures+1 <= retries && c.launchErr == nil {
+				p.TaskState = store.TaskUpForRetry
+				p.NextTryAt = now.Add(retryDelay(n.task, n.ti.Failures+1))
+			}
+		}
+		if haveCode {
+			p.ExitCode = &code
+		}
+	}
+	if err := e.st.FinishAttempt(ctx, p); err != nil && !errors.Is(err, store.ErrConflict) {
+		return err
+	}
+	n.ti.State = p.TaskState
+	n.ti.NextTryAt = p.NextTryAt
+	if p.CountFailure {
+		n.ti.Failures++
+	}
+	return nil
+}
+
+// retryDelay is the wait before retry number k (1-based).
+func retryDelay(t *dsl.Task, k int) time.Duration {
+	d := t.RetryDelay
+	if t.RetryExponentialBackoff && d > 0 {
+		f := math.Pow(2, float64(k-1))
+		if float64(d)*f > float64(maxRetryDelay) {
+			return maxRetryDelay
+		}
+		d = time.Duration(float64(d) * f)
+	}
+	return d
+}
+
+func (e *engine) report() {
+	if e.o.OnProgress != nil {
+		e.o.OnProgress(e.progress)
+	}
+}

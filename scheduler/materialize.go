@@ -1,0 +1,82 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/store"
+)
+
+// materializeBatch bounds how many runs one store call creates, so that a
+// catchup over millions of intervals runs in bounded memory.
+const materializeBatch = 5000
+
+// MaterializeParams says which intervals of a pipeline get runs.
+type MaterializeParams struct {
+	Pipeline *dsl.Pipeline
+	// Catchup: every due interval since start_date; otherwise only the latest due one.
+	Catchup bool
+	Now     time.Time // the logical clock: intervals with end <= Now are due
+	Kind    store.RunKind
+	// From, To restrict logical dates (inclusive); zero = unbounded.
+	From, To time.Time
+}
+
+// Materialize creates the runs of the due intervals that have none yet and
+// returns how many it created. Existing runs are never touched: calling it
+// twice is a no-op.
+func Materialize(ctx context.Context, st store.Store, p MaterializeParams) (int, error) {
+	pl := p.Pipeline
+	tt, err := NewTimetable(pl.Schedule, pl.Timezone)
+	if err != nil {
+		return 0, fmt.Errorf("pipeline %s: %w", pl.Name, err)
+	}
+	kind := p.Kind
+	if kind == "" {
+		kind = store.KindScheduled
+	}
+	w := Window{StartDate: pl.StartDate, EndDate: pl.EndDate, From: p.From, To: p.To, Now: p.Now}
+	tasks := make([]store.TaskSpec, len(pl.Tasks))
+	for i, t := range pl.Tasks {
+		tasks[i] = store.TaskSpec{Name: t.Name, Pool: t.Pool}
+	}
+	created := 0
+	batch := make([]store.RunSpec, 0, materializeBatch)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		n, err := st.MaterializeRuns(ctx, store.MaterializeRunsParams{
+			Pipeline: pl.Name, Kind: kind, Runs: batch, Tasks: tasks, Now: time.Now(),
+		})
+		created += n
+		batch = batch[:0]
+		return err
+	}
+	add := func(iv Interval) error {
+		batch = append(batch, store.RunSpec{
+			LogicalDate: iv.Start, DS: iv.DS(), DataIntervalStart: iv.Start, DataIntervalEnd: iv.End,
+		})
+		if len(batch) == materializeBatch {
+			return flush()
+		}
+		return nil
+	}
+	if p.Catchup {
+		for iv := range tt.Intervals(w) {
+			if err := ctx.Err(); err != nil {
+				return created, err
+			}
+			if err := add(iv); err != nil {
+				return created, err
+			}
+		}
+	} else if iv, ok := tt.Latest(w); ok {
+		if err := add(iv); err != nil {
+			return created, err
+		}
+	}
+	return created, flush()
+}
