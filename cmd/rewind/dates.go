@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/scheduler"
+)
+
+func init() { register(newDatesCmd) }
+
+// dateJSON is one element of `dates --json` (contract).
+type dateJSON struct {
+	LogicalDate       string `json:"logical_date"`
+	DS                string `json:"ds"`
+	DataIntervalStart string `json:"data_interval_start"`
+	DataIntervalEnd   string `json:"data_interval_end"`
+}
+
+func newDatesCmd(g *globals) *cobra.Command {
+	var (
+		ws               workspaceFlags
+		start, end, nowS string
+		asJSON           bool
+	)
+	c := &cobra.Command{
+		Use:   "dates PIPELINE [PATH]",
+		Short: "List the due data intervals of a pipeline: what a catchup would run",
+		Long: `Dates prints the data intervals of PIPELINE that are due (their end is not
+after --now, default the current time), from start_date or --start to
+end_date or --end (inclusive, on logical dates): exactly the runs that
+'rewind run --catchup' would create. Times are in the pipeline's timezone.`,
+		Example: `  rewind dates daily_revenue --start 2025-07-01 --end 2025-07-31
+  rewind dates hourly_events --now 2025-03-31T00:00:00+02:00 --json`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			w, err := ws.load(g, pathArg(args[1:]))
+			if err != nil {
+				return err
+			}
+			p, err := findPipeline(w, args[0])
+			if err != nil {
+				return err
+			}
+			now := time.Now()
+			if nowS != "" {
+				if now, err = parseNow(nowS); err != nil {
+					return err
+				}
+			}
+			win := scheduler.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}
+			if start != "" {
+				if win.From, err = parseDate("--start", start, p.Timezone); err != nil {
+					return err
+				}
+			}
+			if end != "" {
+				if win.To, err = parseDate("--end", end, p.Timezone); err != nil {
+					return err
+				}
+			}
+			tt, err := scheduler.NewTimetable(p.Schedule, p.Timezone)
+			if err != nil {
+				return exitWith(exitUsage, "pipeline %s: %v", p.Name, err)
+			}
+			if asJSON {
+				out := []dateJSON{}
+				for iv := range tt.Intervals(win) {
+					out = append(out, dateJSON{
+						LogicalDate: iv.Start.Format(time.RFC3339), DS: iv.DS(),
+						DataIntervalStart: iv.Start.Format(time.RFC3339), DataIntervalEnd: iv.End.Format(time.RFC3339),
+					})
+				}
+				enc := json.NewEncoder(g.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(out)
+			}
+			n := 0
+			for iv := range tt.Intervals(win) {
+				fmt.Fprintf(g.stdout, "%s  %s -> %s\n", iv.DS(), iv.Start.Format(time.RFC3339), iv.End.Format(time.RFC3339))
+				n++
+			}
+			fmt.Fprintf(g.stderr, "%d due intervals\n", n)
+			return nil
+		},
+	}
+	ws.add(c)
+	c.Flags().StringVar(&start, "start", "", "first logical date (YYYY-MM-DD in the pipeline's timezone, or RFC 3339)")
+	c.Flags().StringVar(&end, "end", "", "last logical date, inclusive")
+	c.Flags().StringVar(&nowS, "now", "", "the clock: intervals ending after it are not due (RFC 3339)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	return c
+}
+
+func findPipeline(w *dsl.Workspace, name string) (*dsl.Pipeline, error) {
+	if p := w.Pipeline(name); p != nil {
+		return p, nil
+	}
+	known := ""
+	for i, p := range w.Pipelines {
+		if i > 0 {
+			known += ", "
+		}
+		known += p.Name
+	}
+	return nil, exitWith(exitUsage, "unknown pipeline %q (known: %s)", name, known)
+}

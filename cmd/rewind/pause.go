@@ -1,0 +1,50 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rewind-dev/rewind/store"
+)
+
+func init() {
+	register(func(g *globals) *cobra.Command { return newPauseCmd(g, true) })
+	register(func(g *globals) *cobra.Command { return newPauseCmd(g, false) })
+}
+
+func newPauseCmd(g *globals, paused bool) *cobra.Command {
+	use, short := "pause", "Pause a pipeline: 'rewind run' creates and runs none of its runs"
+	if !paused {
+		use, short = "unpause", "Unpause a pipeline: the next 'rewind run' catches up"
+	}
+	return &cobra.Command{
+		Use:     use + " PIPELINE",
+		Short:   short,
+		Example: "  rewind " + use + " daily_revenue",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			st, err := openStore(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			p := store.SetPausedParams{Name: args[0], Paused: paused, Now: time.Now()}
+			err = st.SetPaused(ctx, p)
+			if errors.Is(err, store.ErrNotFound) {
+				// Not run yet: record it; its hash is filled in by the next run.
+				if _, err = st.UpsertPipeline(ctx, store.UpsertPipelineParams{Name: args[0], Now: p.Now}); err == nil {
+					err = st.SetPaused(ctx, p)
+				}
+			}
+			if err != nil {
+				return exitWith(exitFailed, "%v", err)
+			}
+			fmt.Fprintf(g.stdout, "%s: %sd\n", args[0], use)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/store"
+)
+
+func init() { register(newRunCmd) }
+
+func newRunCmd(g *globals) *cobra.Command {
+	var (
+		ws            workspaceFlags
+		catchup       bool
+		pipelines     []string
+		now           string
+		quiet         bool
+		wait          bool
+		maxActiveRuns int
+		grace         time.Duration
+	)
+	c := &cobra.Command{
+		Use:   "run [PATH]",
+		Short: "Materialize the due runs and execute them",
+		Long: `Run materializes one run per due data interval of the pipelines in PATH
+(default ".": every *.hcl file of the directory) and executes their tasks as
+local processes until every run has finished.
+
+Without --catchup it is what a crontab line calls for the nightly run: a
+pipeline with catchup = true gets every missed interval, one with
+catchup = false only the latest. --catchup fills every due interval since
+start_date for the selected pipelines, whatever catchup says.
+
+State is kept in .rewind/state.db (see --state); logs under .rewind/logs.
+A rewind killed at any moment loses nothing: the next run adopts attempts
+still running, records those that finished, and re-runs only lost ones.
+Only one rewind executes on a state at a time: a second one exits with
+code 3 at once, or waits for the first with --wait.
+
+Exit codes: 0 every run succeeded, 1 some run failed, 2 usage or
+configuration error, 3 another rewind holds the state, 130 interrupted.`,
+		Example: `  rewind run --catchup examples/daily_revenue
+  rewind run --pipeline daily_revenue --now 2025-07-11T00:00:00Z .
+  rewind run --quiet /etc/rewind/pipelines     # from cron`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			nowT, err := parseNow(now)
+			if err != nil {
+				return err
+			}
+			w, err := ws.load(g, pathArg(args))
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			st, err := openStore(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			prog := newProgress(g.stderr, quiet)
+			sum, err := scheduler.Run(ctx, scheduler.Options{
+				Store: st, Workspace: w, Pipelines: pipelines, Catchup: catchup, Now: nowT,
+				MaxActiveRuns: maxActiveRuns, Home: homeDir(g), Wait: wait, Grace: grace,
+				OnProgress: prog.update,
+			})
+			prog.finish()
+			var busy *scheduler.LeaseBusyError
+			if errors.As(err, &busy) {
+				return exitWith(exitLeaseBusy, "%v", busy)
+			}
+			if sum != nil && !quiet {
+				printSummary(g.stdout, sum)
+			}
+			if err != nil {
+				if strings.HasPrefix(err.Error(), "unknown pipeline") {
+					return exitWith(exitUsage, "%v", err)
+				}
+				return exitWith(exitFailed, "%v", err)
+			}
+			if sum.Interrupted {
+				return exitWith(exitInterrupt, "interrupted: %d runs left unfinished; the next 'rewind run' resumes them", sum.Unfinished)
+			}
+			if sum.Failed() {
+				return &exitError{code: exitFailed}
+			}
+			return nil
+		},
+	}
+	ws.add(c)
+	c.Flags().BoolVar(&catchup, "catchup", false, "run every due interval since start_date, even for pipelines with catchup = false")
+	c.Flags().StringArrayVar(&pipelines, "pipeline", nil, "run only this pipeline (repeatable)")
+	c.Flags().StringVar(&now, "now", "", "fix the clock that decides which intervals are due (RFC 3339)")
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing but errors")
+	c.Flags().BoolVar(&wait, "wait", false, "wait for another rewind on the same state to finish instead of exiting with code 3")
+	c.Flags().IntVar(&maxActiveRuns, "max-active-runs", 0, "override every pipeline's max_active_runs")
+	c.Flags().DurationVar(&grace, "grace", 10*time.Second, "on Ctrl-C, how long running attempts get before they are killed")
+	return c
+}
+
+// progress shows a catchup: a live bar on a terminal, a plain line every
+// few seconds otherwise, nothing with --quiet.
+type progress struct {
+	w     io.Writer
+	quiet bool
+	bar   *progressbar.ProgressBar
+	last  time.Time
+	cur   scheduler.Progress
+}
+
+func newProgress(w io.Writer, quiet bool) *progress {
+	p := &progress{w: w, quiet: quiet}
+	if !quiet && isTerminal(w) {
+		p.bar = progressbar.NewOptions(-1,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription("runs"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionShowElapsedTimeOnFinish(),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	return p
+}
+
+func (p *progress) update(s scheduler.Progress) {
+	p.cur = s
+	if p.quiet || s.Total == 0 {
+		return
+	}
+	if p.bar != nil {
+		p.bar.ChangeMax(s.Total)
+		p.bar.Describe(fmt.Sprintf("runs: %d running, %d queued, %d failed", s.Running, s.Queued, s.Failed))
+		_ = p.bar.Set(s.Done())
+		return
+	}
+	if time.Since(p.last) < 5*time.Second && s.Done() != s.Total {
+		return
+	}
+	p.last = time.Now()
+	fmt.Fprintln(p.w, progressLine(s))
+}
+
+func progressLine(s scheduler.Progress) string {
+	line := fmt.Sprintf("progress: %d/%d runs done (%d running, %d queued, %d failed)", s.Done(), s.Total, s.Running, s.Queued, s.Failed)
+	if d := s.Done(); d > 0 && d < s.Total {
+		elapsed := time.Since(s.Started)
+		eta := time.Duration(float64(elapsed) / float64(d) * float64(s.Total-d))
+		line += ", eta " + eta.Round(time.Second).String()
+	}
+	return line
+}
+
+func (p *progress) finish() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
+}
+
+// printSummary prints one line per pipeline and the failed runs.
+func printSummary(w io.Writer, s *scheduler.Summary) {
+	for _, name := range s.Paused {
+		fmt.Fprintf(w, "pipeline %s is paused: nothing run (rewind unpause %s)\n", name, name)
+	}
+	if len(s.Finished) == 0 {
+		if s.Unfinished == 0 {
+			fmt.Fprintln(w, "nothing to run: every due run has finished")
+		}
+		return
+	}
+	type row struct{ ok, failed int }
+	rows := map[string]*row{}
+	var names []string
+	for _, r := range s.Finished {
+		x := rows[r.Pipeline]
+		if x == nil {
+			x = &row{}
+			rows[r.Pipeline] = x
+			names = append(names, r.Pipeline)
+		}
+		if r.State == store.RunSuccess {
+			x.ok++
+		} else {
+			x.failed++
+		}
+	}
+	sort.Strings(names)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PIPELINE\tRUNS\tSUCCESS\tFAILED")
+	for _, n := range names {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", n, rows[n].ok+rows[n].failed, rows[n].ok, rows[n].failed)
+	}
+	tw.Flush()
+	shown := 0
+	for _, r := range s.Finished {
+		if r.State != store.RunFailed {
+			continue
+		}
+		if shown == 0 {
+			fmt.Fprintln(w, "failed runs:")
+		}
+		if shown++; shown > 20 {
+			fmt.Fprintln(w, "  ... (rewind runs --pipeline NAME shows them all)")
+			break
+		}
+		fmt.Fprintf(w, "  %s %s: %s\n", r.Pipeline, r.DS, strings.Join(r.FailedTasks, ", "))
+	}
+	fmt.Fprintf(w, "%d attempts in %s\n", s.Attempts, time.Since(s.Progress.Started).Round(time.Millisecond))
+}
