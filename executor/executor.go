@@ -1,8 +1,8 @@
 // Package executor launches task attempts as local processes: each attempt is
-// a process group of its own, with its output in one log file and its exit
-// status written to a status file by a small /bin/sh wrapper, so that an
-// attempt outlives a crash of rewind and its outcome is still known to the
-// next rewind. The executor acts on rendered commands; it never reads HCL.
+// a process group of its own, with its output in one log file, which a small
+// /bin/sh wrapper ends with the attempt's exit status. An attempt therefore
+// outlives a crash of rewind, and its outcome is still known to the next
+// rewind. The executor acts on rendered commands; it never reads HCL.
 package executor
 
 import (
@@ -18,19 +18,23 @@ import (
 	"time"
 )
 
-// wrapper records its own pid in "$0.pid", runs the attempt's argv ("$@") and
-// records its exit status in the file named by $0 before exiting with it. It
-// uses only shell builtins, so it costs one /bin/sh process.
-const wrapper = `printf '%s\n' "$$" >"$0.pid"; "$@"; rc=$?; printf '%s\n' "$rc" >"$0"; exit "$rc"`
+// wrapper runs the attempt's argv ("$@"), then appends its exit status to the
+// log (its own stdout) as a last line of the form written by StatusLine. $0
+// is the log's path, so that the wrapper's command line names its attempt.
+// It uses only shell builtins: one /bin/sh process, and no file of its own,
+// since creating files is what costs most per attempt.
+const wrapper = `"$@"; rc=$?; printf '\n%s%s\n' "` + statusMarker + `" "$rc"; exit "$rc"`
+
+// statusMarker starts the line the wrapper appends to a log.
+const statusMarker = "[rewind] exit status "
 
 // Spec is one attempt to launch.
 type Spec struct {
-	Argv       []string
-	Env        []string // the complete environment of the process
-	Dir        string
-	LogPath    string
-	StatusPath string
-	Timeout    time.Duration // 0 = none
+	Argv    []string
+	Env     []string // the complete environment of the process
+	Dir     string
+	LogPath string        // the attempt's output, ended by its exit status
+	Timeout time.Duration // 0 = none
 	// Grace is how long a process group gets between SIGTERM and SIGKILL
 	// on timeout or interrupt (default 10s).
 	Grace time.Duration
@@ -70,16 +74,11 @@ func Start(spec Spec) (*Handle, error) {
 	if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {
 		return nil, fmt.Errorf("log directory: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(spec.StatusPath), 0o755); err != nil {
-		return nil, fmt.Errorf("status directory: %w", err)
-	}
-	_ = os.Remove(spec.StatusPath)
-	_ = os.Remove(spec.StatusPath + ".pid")
-	logf, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open log: %w", err)
 	}
-	args := append([]string{"-c", wrapper, spec.StatusPath}, spec.Argv...)
+	args := append([]string{"-c", wrapper, spec.LogPath}, spec.Argv...)
 	cmd := exec.Command("/bin/sh", args...)
 	cmd.Env = spec.Env
 	cmd.Dir = spec.Dir
@@ -203,9 +202,9 @@ func ProcessStart(pid int) (uint64, error) {
 	return strconv.ParseUint(fields[19], 10, 64)
 }
 
-// Alive reports whether pid is still the wrapper of the attempt whose status
-// file is statusPath (a reused pid runs something else).
-func Alive(pid int, statusPath string) bool {
+// Alive reports whether pid is still the wrapper of the attempt logging to
+// logPath (a reused pid runs something else).
+func Alive(pid int, logPath string) bool {
 	if pid <= 0 {
 		return false
 	}
@@ -216,46 +215,77 @@ func Alive(pid int, statusPath string) bool {
 	if err != nil {
 		return false
 	}
-	return strings.Contains(string(b), "\x00"+statusPath+"\x00")
+	return isWrapperOf(b, logPath)
 }
 
-// WrapperPID returns the pid an attempt's wrapper recorded, or 0.
-func WrapperPID(statusPath string) int {
-	b, err := os.ReadFile(statusPath + ".pid")
+func isWrapperOf(cmdline []byte, logPath string) bool {
+	return strings.HasPrefix(string(cmdline), "/bin/sh\x00-c\x00"+wrapper+"\x00"+logPath+"\x00")
+}
+
+// FindWrapper returns the pid of the live wrapper of the attempt logging to
+// logPath, or 0. It scans /proc: recovery uses it for an attempt whose pid
+// was not recorded because rewind died right after starting it.
+func FindWrapper(logPath string) int {
+	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if Alive(pid, logPath) {
+			return pid
+		}
+	}
+	return 0
 }
 
-// ReadStatus reads the exit status an attempt's wrapper wrote; ok is false
-// when the wrapper has not written one (it was killed, or is still running).
-func ReadStatus(path string) (code int, ok bool) {
-	b, err := os.ReadFile(path)
+// ReadStatus reads the exit status the wrapper appended to an attempt's log;
+// ok is false when there is none (the wrapper was killed, or still runs).
+func ReadStatus(logPath string) (code int, ok bool) {
+	f, err := os.Open(logPath)
 	if err != nil {
 		return 0, false
 	}
-	code, err = strconv.Atoi(strings.TrimSpace(string(b)))
+	defer f.Close()
+	const tail = 64 << 10
+	st, err := f.Stat()
 	if err != nil {
 		return 0, false
 	}
-	return code, true
+	off := max(0, st.Size()-tail)
+	buf := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return 0, false
+	}
+	i := strings.LastIndex(string(buf), "\n"+statusMarker)
+	if i < 0 {
+		return 0, false
+	}
+	rest := string(buf[i+1+len(statusMarker):])
+	digits, _, found := strings.Cut(rest, "\n")
+	if !found {
+		return 0, false
+	}
+	code, err = strconv.Atoi(digits)
+	return code, err == nil
 }
 
 // Adopt waits for an attempt started by an earlier rewind that died: it polls
-// until the process is gone, then reads the status its wrapper wrote. ok is
-// false when no status was written (the attempt is lost).
-func Adopt(ctx context.Context, pid int, statusPath string) (code int, ok bool, err error) {
+// until the wrapper is gone, then reads the status it wrote. ok is false when
+// no status was written (the attempt is lost).
+func Adopt(ctx context.Context, pid int, logPath string) (code int, ok bool, err error) {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	for Alive(pid, statusPath) {
+	for Alive(pid, logPath) {
 		select {
 		case <-ctx.Done():
 			return 0, false, ctx.Err()
 		case <-tick.C:
 		}
 	}
-	code, ok = ReadStatus(statusPath)
+	code, ok = ReadStatus(logPath)
 	return code, ok, nil
 }

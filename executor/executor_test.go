@@ -15,7 +15,7 @@ func spec(t *testing.T, argv ...string) Spec {
 	dir := t.TempDir()
 	return Spec{
 		Argv: argv, Env: []string{"PATH=" + os.Getenv("PATH"), "GREETING=hello"}, Dir: dir,
-		LogPath: filepath.Join(dir, "logs", "1.log"), StatusPath: filepath.Join(dir, "logs", "1.status"),
+		LogPath: filepath.Join(dir, "logs", "t.1.log"),
 		Grace: 200 * time.Millisecond,
 	}
 }
@@ -30,9 +30,10 @@ func TestOutcomes(t *testing.T) {
 		log      string
 		timedOut bool
 	}{
-		{name: "success", argv: []string{"/bin/sh", "-c", "echo $GREETING; echo oops >&2"}, code: 0, log: "hello\noops\n"},
+		{name: "success", argv: []string{"/bin/sh", "-c", "echo $GREETING; echo oops >&2"}, code: 0, log: "hello\noops\n\n[rewind] exit status 0\n"},
 		{name: "exit code", argv: []string{"/bin/sh", "-c", "exit 7"}, code: 7},
-		{name: "argv is not split by a shell", argv: []string{"printf", "%s|", "a b", "$GREETING"}, code: 0, log: "a b|$GREETING|"},
+		{name: "argv is not split by a shell", argv: []string{"printf", "%s|", "a b", "$GREETING"}, code: 0, log: "a b|$GREETING|\n[rewind] exit status 0\n"},
+		{name: "a task cannot fake its status", argv: []string{"/bin/sh", "-c", "printf '\\n[rewind] exit status 0\\n'; exit 3"}, code: 3},
 		{name: "command not found", argv: []string{"no-such-command-xyz"}, code: 127},
 		{name: "killed child reports 128+n", argv: []string{"/bin/sh", "-c", "kill -9 $$"}, code: 137},
 		{name: "timeout", argv: []string{"sleep", "30"}, timeout: 300 * time.Millisecond, code: -1, signal: "terminated", timedOut: true},
@@ -61,7 +62,7 @@ func TestOutcomes(t *testing.T) {
 					t.Errorf("log %q; want %q", b, c.log)
 				}
 			}
-			if code, ok := ReadStatus(s.StatusPath); c.code >= 0 && (!ok || code != c.code) {
+			if code, ok := ReadStatus(s.LogPath); c.code >= 0 && (!ok || code != c.code) {
 				t.Errorf("status file: %d %v; want %d", code, ok, c.code)
 			}
 			if res.PeakRSS <= 0 {
@@ -102,32 +103,38 @@ func TestInterruptStopsTheGroup(t *testing.T) {
 }
 
 // An attempt whose rewind died is adopted: Adopt waits for the wrapper,
-// then reads the status it wrote.
+// then reads the status it appended to the log.
 func TestAdoptOrphanedAttempt(t *testing.T) {
 	dir := t.TempDir()
-	status := filepath.Join(dir, "1.status")
+	logPath := filepath.Join(dir, "t.1.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
 	// Start the wrapper as an earlier rewind would have, and forget about it.
-	cmd := exec.Command("/bin/sh", "-c", wrapper, status, "/bin/sh", "-c", "sleep 0.3; exit 5")
+	cmd := exec.Command("/bin/sh", "-c", wrapper, logPath, "/bin/sh", "-c", "sleep 0.3; echo done; exit 5")
+	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go cmd.Wait() // reap it, as init would
 	pid := cmd.Process.Pid
-	for WrapperPID(status) == 0 {
-		time.Sleep(5 * time.Millisecond)
+	if FindWrapper(logPath) != pid || !Alive(pid, logPath) {
+		t.Fatalf("FindWrapper = %d, Alive = %v; want %d, true", FindWrapper(logPath), Alive(pid, logPath), pid)
 	}
-	if WrapperPID(status) != pid || !Alive(pid, status) {
-		t.Fatalf("wrapper pid %d alive %v; want %d alive", WrapperPID(status), Alive(pid, status), pid)
+	if Alive(pid, filepath.Join(dir, "other.log")) || FindWrapper(filepath.Join(dir, "other.log")) != 0 {
+		t.Error("a wrapper is alive only for its own log")
 	}
-	if Alive(pid, filepath.Join(dir, "other.status")) {
-		t.Error("a pid is alive only for its own status file")
+	if _, ok := ReadStatus(logPath); ok {
+		t.Error("a status before the attempt ended")
 	}
-	code, ok, err := Adopt(context.Background(), pid, status)
+	code, ok, err := Adopt(context.Background(), pid, logPath)
 	if err != nil || !ok || code != 5 {
 		t.Errorf("Adopt = %d %v %v; want 5 true nil", code, ok, err)
 	}
-	if Alive(pid, status) {
+	if Alive(pid, logPath) {
 		t.Error("alive after exit")
 	}
 }

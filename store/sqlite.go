@@ -33,12 +33,15 @@ type sqliteStore struct {
 	path string
 	w    *sql.DB
 	r    *sql.DB
+	// tx is set on the Store that InTx hands to its function: every
+	// operation then runs inside that transaction, under a savepoint.
+	tx *sql.Tx
 }
 
 var _ Store = (*sqliteStore)(nil)
 
 // sqliteParams are the connection settings every connection gets.
-const sqliteParams = "_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL&_foreign_keys=on"
+const sqliteParams = "_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL&_foreign_keys=on&_stmt_cache_size=64"
 
 func openSQLite(ctx context.Context, path string) (*sqliteStore, error) {
 	if path == "" {
@@ -72,11 +75,34 @@ func openSQLite(ctx context.Context, path string) (*sqliteStore, error) {
 	r.SetMaxIdleConns(n)
 
 	s := &sqliteStore{path: path, w: w, r: r}
-	if err := s.init(ctx); err != nil {
-		_ = s.Close()
-		return nil, err
+	// Two rewinds opening a new state at once race to switch it to WAL;
+	// SQLite reports that as busy without calling the busy handler, so
+	// initialisation retries for a while.
+	for attempt := 0; ; attempt++ {
+		err = s.init(ctx)
+		if err == nil {
+			return s, nil
+		}
+		if !isBusy(err) || attempt == 100 {
+			_ = s.Close()
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			_ = s.Close()
+			return nil, ctx.Err()
+		case <-time.After(time.Duration(10+attempt) * time.Millisecond):
+		}
 	}
-	return s, nil
+}
+
+// isBusy reports whether err is SQLite's "database is locked/busy".
+func isBusy(err error) bool {
+	var se sqlite3.Error
+	if errors.As(err, &se) {
+		return se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked
+	}
+	return false
 }
 
 func (s *sqliteStore) init(ctx context.Context) error {
@@ -199,8 +225,24 @@ func (s *sqliteStore) Close() error {
 }
 
 // write runs fn in an IMMEDIATE transaction on the writer connection and
-// commits it if fn returns nil.
+// commits it if fn returns nil. Inside InTx it runs under a savepoint of the
+// enclosing transaction instead, so that a failed operation leaves nothing
+// half-done while the others of the batch stand.
 func (s *sqliteStore) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if s.tx != nil {
+		if _, err := s.tx.ExecContext(ctx, "SAVEPOINT op"); err != nil {
+			return fmt.Errorf("store: savepoint: %w", err)
+		}
+		if err := fn(s.tx); err != nil {
+			_, _ = s.tx.ExecContext(ctx, "ROLLBACK TO op")
+			_, _ = s.tx.ExecContext(ctx, "RELEASE op")
+			return err
+		}
+		if _, err := s.tx.ExecContext(ctx, "RELEASE op"); err != nil {
+			return fmt.Errorf("store: release savepoint: %w", err)
+		}
+		return nil
+	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
@@ -215,14 +257,40 @@ func (s *sqliteStore) write(ctx context.Context, fn func(tx *sql.Tx) error) erro
 	return nil
 }
 
-// read runs fn in a read transaction: one consistent snapshot.
+// read runs fn in a read transaction: one consistent snapshot. Inside InTx
+// it reads the enclosing transaction, writes of the batch included.
 func (s *sqliteStore) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if s.tx != nil {
+		return fn(s.tx)
+	}
 	tx, err := s.r.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: begin read: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	return fn(tx)
+}
+
+// InTx runs fn with a Store whose operations share one transaction,
+// committed when fn returns nil and rolled back otherwise.
+func (s *sqliteStore) InTx(ctx context.Context, fn func(Store) error) error {
+	if s.tx != nil {
+		return fn(s)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin: %w", err)
+	}
+	inner := *s
+	inner.tx = tx
+	if err := fn(&inner); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	return nil
 }
 
 // missingOr tells a guarded update that touched no row apart: ErrNotFound
@@ -308,4 +376,29 @@ func placeholders(n int) string {
 		return ""
 	}
 	return strings.Repeat("?, ", n-1) + "?"
+}
+
+// querier is what *sql.DB and *sql.Tx share.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// wq is where a single-statement write goes: the enclosing transaction, or
+// the writer connection.
+func (s *sqliteStore) wq() querier {
+	if s.tx != nil {
+		return s.tx
+	}
+	return s.w
+}
+
+// rq is where a single-statement read goes: the enclosing transaction, or
+// the reader pool.
+func (s *sqliteStore) rq() querier {
+	if s.tx != nil {
+		return s.tx
+	}
+	return s.r
 }

@@ -27,7 +27,7 @@ func (s *sqliteStore) UpsertPipeline(ctx context.Context, p UpsertPipelineParams
 	if p.Name == "" {
 		return Pipeline{}, errors.New("store: upsert pipeline: empty name")
 	}
-	row := s.w.QueryRowContext(ctx, `
+	row := s.wq().QueryRowContext(ctx, `
 		INSERT INTO pipelines (name, hash, paused, updated_at) VALUES (?, ?, 0, ?)
 		ON CONFLICT (name) DO UPDATE SET
 			hash       = excluded.hash,
@@ -43,7 +43,7 @@ func (s *sqliteStore) UpsertPipeline(ctx context.Context, p UpsertPipelineParams
 
 // SetPaused sets a pipeline's pause flag.
 func (s *sqliteStore) SetPaused(ctx context.Context, p SetPausedParams) error {
-	res, err := s.w.ExecContext(ctx,
+	res, err := s.wq().ExecContext(ctx,
 		"UPDATE pipelines SET paused = ?, updated_at = ? WHERE name = ?",
 		p.Paused, nullNanos(p.Now), p.Name)
 	if err != nil {
@@ -59,7 +59,7 @@ func (s *sqliteStore) SetPaused(ctx context.Context, p SetPausedParams) error {
 
 // GetPipeline returns one pipeline, or ErrNotFound.
 func (s *sqliteStore) GetPipeline(ctx context.Context, name string) (Pipeline, error) {
-	pl, err := scanPipeline(s.r.QueryRowContext(ctx,
+	pl, err := scanPipeline(s.rq().QueryRowContext(ctx,
 		"SELECT name, hash, paused, updated_at FROM pipelines WHERE name = ?", name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Pipeline{}, fmt.Errorf("store: pipeline %s: %w", name, ErrNotFound)
@@ -72,7 +72,7 @@ func (s *sqliteStore) GetPipeline(ctx context.Context, name string) (Pipeline, e
 
 // ListPipelines returns every pipeline, ordered by name.
 func (s *sqliteStore) ListPipelines(ctx context.Context) ([]Pipeline, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT name, hash, paused, updated_at FROM pipelines ORDER BY name")
+	rows, err := s.rq().QueryContext(ctx, "SELECT name, hash, paused, updated_at FROM pipelines ORDER BY name")
 	if err != nil {
 		return nil, fmt.Errorf("store: list pipelines: %w", err)
 	}
@@ -164,7 +164,7 @@ func (s *sqliteStore) GetWatermark(ctx context.Context, pipeline string) (Waterm
 		date    string
 		updated sql.NullInt64
 	)
-	err := s.r.QueryRowContext(ctx,
+	err := s.rq().QueryRowContext(ctx,
 		"SELECT logical_date, updated_at FROM watermarks WHERE pipeline = ?", pipeline).Scan(&date, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Watermark{}, fmt.Errorf("store: watermark %s: %w", pipeline, ErrNotFound)
@@ -238,7 +238,7 @@ func getLease(ctx context.Context, tx *sql.Tx, name string) (Lease, error) {
 
 // RenewLease extends the lease if Holder still holds it.
 func (s *sqliteStore) RenewLease(ctx context.Context, p RenewLeaseParams) error {
-	res, err := s.w.ExecContext(ctx,
+	res, err := s.wq().ExecContext(ctx,
 		"UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ?",
 		nanos(p.Now.Add(p.TTL)), p.Name, p.Holder)
 	if err != nil {
@@ -256,7 +256,7 @@ func (s *sqliteStore) RenewLease(ctx context.Context, p RenewLeaseParams) error 
 
 // ReleaseLease gives the lease up if Holder holds it; otherwise it does nothing.
 func (s *sqliteStore) ReleaseLease(ctx context.Context, p ReleaseLeaseParams) error {
-	if _, err := s.w.ExecContext(ctx, "DELETE FROM leases WHERE name = ? AND holder = ?", p.Name, p.Holder); err != nil {
+	if _, err := s.wq().ExecContext(ctx, "DELETE FROM leases WHERE name = ? AND holder = ?", p.Name, p.Holder); err != nil {
 		return fmt.Errorf("store: release lease %s: %w", p.Name, err)
 	}
 	return nil

@@ -211,7 +211,7 @@ func (s *sqliteStore) SetTaskStates(ctx context.Context, p SetTaskStatesParams) 
 // RunningAttempts lists the attempts in state running with their pipeline,
 // run and task, ordered by attempt id.
 func (s *sqliteStore) RunningAttempts(ctx context.Context) ([]RunningAttempt, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT "+attemptColumns+`, r.pipeline, r.id, ti.task
+	rows, err := s.rq().QueryContext(ctx, "SELECT "+attemptColumns+`, r.pipeline, r.id, ti.task
 		FROM attempts a
 		JOIN task_instances ti ON ti.id = a.task_instance_id
 		JOIN runs r ON r.id = ti.run_id
@@ -259,7 +259,7 @@ func (s *sqliteStore) FindAttempt(ctx context.Context, p FindAttemptParams) (Att
 	}
 	// +r.logical_unix: find the day's runs through runs (pipeline, ds).
 	q += " ORDER BY +r.logical_unix DESC, a.try_number DESC LIMIT 1"
-	a, err := scanAttempt(s.r.QueryRowContext(ctx, q, args...))
+	a, err := scanAttempt(s.rq().QueryRowContext(ctx, q, args...))
 	if errors.Is(err, sql.ErrNoRows) {
 		what := "latest try"
 		if p.TryNumber > 0 {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -226,5 +228,30 @@ func TestDSNFromEnv(t *testing.T) {
 	}
 	if got := store.DSNFromEnv("postgres://db/rewind"); got != "postgres://db/rewind" {
 		t.Errorf("flag wins: %q", got)
+	}
+}
+
+// Two rewinds that open a new state at the same moment (cron overlapping
+// itself on the first night) both succeed.
+func TestSQLiteConcurrentOpenOfNewState(t *testing.T) {
+	for i := range 20 {
+		path := filepath.Join(t.TempDir(), fmt.Sprintf("state-%d.db", i))
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for j := range errs {
+			wg.Go(func() {
+				st, err := store.Open(context.Background(), "sqlite:"+path)
+				if err == nil {
+					err = st.Close()
+				}
+				errs[j] = err
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatalf("concurrent open: %v", err)
+			}
+		}
 	}
 }

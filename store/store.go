@@ -320,6 +320,14 @@ type (
 type Store interface {
 	Close() error
 
+	// InTx runs fn with a Store whose operations all happen in one
+	// transaction, committed when fn returns nil, rolled back otherwise. An
+	// operation that fails inside it leaves no partial effect, and the
+	// others stand. The scheduler batches a pass's writes this way. Close
+	// must not be called on the inner Store; InTx inside InTx joins the
+	// outer transaction.
+	InTx(ctx context.Context, fn func(Store) error) error
+
 	UpsertPipeline(ctx context.Context, p UpsertPipelineParams) (Pipeline, error)
 	SetPaused(ctx context.Context, p SetPausedParams) error // ErrNotFound for an unknown pipeline
 	GetPipeline(ctx context.Context, name string) (Pipeline, error)

@@ -65,6 +65,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"WatermarkAfterClear", testWatermarkAfterClear},
 		{"Leases", testLeases},
 		{"LeaseStaleTakeover", testLeaseStale},
+		{"InTxCommitsTogether", testInTxCommit},
+		{"InTxRollsBack", testInTxRollback},
 		{"ConcurrentClaims", func(t *testing.T, st store.Store) { ClaimRace(t, []store.Store{st}, 8) }},
 	}
 	for _, tc := range tests {
@@ -1227,4 +1229,62 @@ func testLeaseStale(t *testing.T, st store.Store) {
 		t.Errorf("stale takeover = %+v, %v", l, held)
 	}
 	wantErr(t, "renew by the dead holder", st.RenewLease(ctx, store.RenewLeaseParams{Name: "scheduler", Holder: "host-a:100:1", TTL: time.Minute, Now: now}), store.ErrConflict)
+}
+
+// InTx batches operations: they see each other, and all are committed at once.
+func testInTxCommit(t *testing.T, st store.Store) {
+	runs := materialize(t, st, "p", store.KindScheduled, daily(time.UTC, date(2025, 7, 1), 2), "t")
+	a, b := runs[0].Tasks[0].ID, runs[1].Tasks[0].ID
+	var claimed []store.Attempt
+	err := st.InTx(ctx, func(tx store.Store) error {
+		for _, id := range []int64{a, b} {
+			att, err := tx.ClaimTask(ctx, store.ClaimTaskParams{TaskInstanceID: id, Now: now})
+			if err != nil {
+				return err
+			}
+			claimed = append(claimed, att)
+		}
+		// A failing operation inside the batch leaves no partial effect and
+		// does not undo the others.
+		_, err := tx.ClaimTask(ctx, store.ClaimTaskParams{TaskInstanceID: a, Now: now})
+		wantErr(t, "second claim in a batch", err, store.ErrConflict)
+		if got := reload(t, tx, a); got.State != store.TaskQueued || got.TryNumber != 1 {
+			t.Errorf("inside the batch: %s try %d; want queued try 1", got.State, got.TryNumber)
+		}
+		return tx.AdmitRun(ctx, store.AdmitRunParams{RunID: runs[0].ID, Now: now})
+	})
+	if err != nil {
+		t.Fatalf("InTx: %v", err)
+	}
+	for _, att := range claimed {
+		got := reload(t, st, att.TaskInstanceID)
+		if got.State != store.TaskQueued || got.TryNumber != 1 || len(got.Attempts) != 1 {
+			t.Errorf("after commit: %s try %d with %d attempts; want queued, try 1, one attempt", got.State, got.TryNumber, len(got.Attempts))
+		}
+	}
+	r, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{"p"}, States: []store.RunState{store.RunRunning}})
+	if err != nil || len(r) != 1 {
+		t.Errorf("admitted runs after commit: %d (%v); want 1", len(r), err)
+	}
+}
+
+// An error returned by the function rolls the whole batch back.
+func testInTxRollback(t *testing.T, st store.Store) {
+	runs := materialize(t, st, "p", store.KindScheduled, daily(time.UTC, date(2025, 7, 1), 1), "t")
+	id := runs[0].Tasks[0].ID
+	boom := errors.New("boom")
+	err := st.InTx(ctx, func(tx store.Store) error {
+		if _, err := tx.ClaimTask(ctx, store.ClaimTaskParams{TaskInstanceID: id, Now: now}); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("InTx = %v; want the function's error", err)
+	}
+	if got := reload(t, st, id); got.State != store.TaskScheduled || got.TryNumber != 0 || len(got.Attempts) != 0 {
+		t.Errorf("after rollback: %s try %d, %d attempts; want untouched", got.State, got.TryNumber, len(got.Attempts))
+	}
+	// The store still works after a rollback.
+	claim(t, st, id)
 }
