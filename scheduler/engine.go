@@ -374,9 +374,9 @@ func (e *engine) recover(ctx context.Context) error {
 		node := e.byTI[a.TaskInstanceID]
 		pid := a.PID
 		if pid == 0 {
-			pid = executor.WrapperPID(a.StatusPath)
+			pid = executor.FindWrapper(a.LogPath)
 		}
-		if executor.Alive(pid, a.StatusPath) {
+		if executor.Alive(pid, a.LogPath) {
 			if node == nil {
 				continue // a pipeline outside this execution: left to the rewind that selects it
 			}
@@ -385,13 +385,13 @@ func (e *engine) recover(ctx context.Context) error {
 			e.progress.Attempts++
 			att := a.Attempt
 			e.wg.Go(func() {
-				code, ok, err := executor.Adopt(ctx, pid, att.StatusPath)
+				code, ok, err := executor.Adopt(ctx, pid, att.LogPath)
 				e.events <- completion{node: node, attempt: att, adopted: true, code: code, haveCode: ok, adoptErr: err}
 			})
 			continue
 		}
 		c := completion{node: node, attempt: a.Attempt, adopted: true}
-		c.code, c.haveCode = executor.ReadStatus(a.StatusPath)
+		c.code, c.haveCode = executor.ReadStatus(a.LogPath)
 		if node == nil {
 			if err := e.finishOrphan(ctx, a, c); err != nil {
 				return err
@@ -441,16 +441,36 @@ func (e *engine) stopRunning(n *tiNode) {
 func (e *engine) loop(ctx context.Context) error {
 	done := ctx.Done()
 	stopping := false
+	var pending []completion
 	for {
+		// One transaction records the finished attempts, the runs admitted
+		// and finished, and the claims of the attempts to start; a second
+		// one records the processes started. Batching keeps the cost of the
+		// state per attempt small when attempts are short.
 		var nextRetry time.Time
-		if !stopping {
-			var err error
-			nextRetry, err = e.pass(ctx)
-			if err != nil {
-				stopping = true
-				e.drain()
-				return err
+		var claimed []claim
+		err := e.batch(context.WithoutCancel(ctx), func() error {
+			for _, c := range pending {
+				if err := e.complete(context.WithoutCancel(ctx), c); err != nil {
+					return err
+				}
 			}
+			if stopping {
+				return nil
+			}
+			var err error
+			nextRetry, claimed, err = e.pass(ctx)
+			return err
+		})
+		pending = pending[:0]
+		if err == nil {
+			err = e.startAll(ctx, claimed)
+		}
+		if err != nil {
+			e.drain()
+			return err
+		}
+		if !stopping {
 			e.report()
 		}
 		if e.running == 0 && (stopping || nextRetry.IsZero()) {
@@ -462,10 +482,17 @@ func (e *engine) loop(ctx context.Context) error {
 			timer = time.NewTimer(time.Until(nextRetry))
 			wake = timer.C
 		}
-		var err error
 		select {
 		case c := <-e.events:
-			err = e.complete(context.WithoutCancel(ctx), c)
+			pending = append(pending, c)
+			for more := true; more; {
+				select {
+				case c := <-e.events:
+					pending = append(pending, c)
+				default:
+					more = false
+				}
+			}
 		case <-wake:
 		case <-done:
 			stopping = true
@@ -474,11 +501,16 @@ func (e *engine) loop(ctx context.Context) error {
 		if timer != nil {
 			timer.Stop()
 		}
-		if err != nil {
-			e.drain()
-			return err
-		}
 	}
+}
+
+// batch runs fn with e.st bound to one transaction of the store.
+func (e *engine) batch(ctx context.Context, fn func() error) error {
+	return e.o.Store.InTx(ctx, func(tx store.Store) error {
+		e.st = tx
+		defer func() { e.st = e.o.Store }()
+		return fn()
+	})
 }
 
 // drain waits for the running attempts after a fatal error; their outcomes
@@ -490,10 +522,11 @@ func (e *engine) drain() {
 	}
 }
 
-// pass admits runs, settles finished runs and launches every task instance
+// pass admits runs, settles finished runs and claims every task instance
 // that is ready and fits the limits. It returns the earliest time a task
-// waiting for a retry becomes ready (zero if none).
-func (e *engine) pass(ctx context.Context) (time.Time, error) {
+// waiting for a retry becomes ready (zero if none), and the claims, whose
+// processes startAll starts once the claims are committed.
+func (e *engine) pass(ctx context.Context) (time.Time, []claim, error) {
 	now := time.Now()
 	var nextRetry time.Time
 	for {
@@ -503,7 +536,7 @@ func (e *engine) pass(ctx context.Context) (time.Time, error) {
 				n := p.queued[0]
 				p.queued = p.queued[1:]
 				if err := e.st.AdmitRun(ctx, store.AdmitRunParams{RunID: n.run.ID, Now: now}); err != nil && !errors.Is(err, store.ErrConflict) {
-					return nextRetry, err
+					return nextRetry, nil, err
 				}
 				n.run.State = store.RunRunning
 				n.begun = now
@@ -520,14 +553,14 @@ func (e *engine) pass(ctx context.Context) (time.Time, error) {
 		for _, r := range e.active {
 			rd, retry, complete, err := e.settle(ctx, r, now)
 			if err != nil {
-				return nextRetry, err
+				return nextRetry, nil, err
 			}
 			if !retry.IsZero() && (nextRetry.IsZero() || retry.Before(nextRetry)) {
 				nextRetry = retry
 			}
 			if complete {
 				if err := e.finishRun(ctx, r, now); err != nil {
-					return nextRetry, err
+					return nextRetry, nil, err
 				}
 				finished = true
 				continue
@@ -549,15 +582,20 @@ func (e *engine) pass(ctx context.Context) (time.Time, error) {
 			}
 			return a.idx < b.idx
 		})
+		var claimed []claim
 		for _, n := range ready {
 			if !e.fits(n) {
 				continue
 			}
-			if err := e.launch(ctx, n); err != nil {
-				return nextRetry, err
+			c, ok, err := e.claim(ctx, n)
+			if err != nil {
+				return nextRetry, nil, err
+			}
+			if ok {
+				claimed = append(claimed, c)
 			}
 		}
-		return nextRetry, nil
+		return nextRetry, claimed, nil
 	}
 }
 
@@ -717,44 +755,70 @@ func (e *engine) advanceWatermark(ctx context.Context, p *pipe, now time.Time) e
 	return err
 }
 
-// launch claims a task instance and starts its attempt.
-func (e *engine) launch(ctx context.Context, n *tiNode) error {
-	r := n.run
-	def := r.p.def
-	base := filepath.Join(e.o.Home, "logs", def.Name, r.key, n.task.Name)
+// claim is a claimed task instance whose process is to be started.
+type claim struct {
+	node    *tiNode
+	attempt store.Attempt
+}
+
+// claim claims a task instance: its attempt row exists before its process
+// does, so that no process ever runs unrecorded. ok is false when the task
+// instance changed under us (it was cleared): the next pass sees it.
+func (e *engine) claim(ctx context.Context, n *tiNode) (claim, bool, error) {
 	att, err := e.st.ClaimTask(ctx, store.ClaimTaskParams{
 		TaskInstanceID: n.ti.ID, Pool: n.ti.Pool, Host: e.host,
-		LogPath: filepath.Join(base, "{try}.log"), StatusPath: filepath.Join(base, "{try}.status"),
-		Now: time.Now(),
+		// One directory per task, not per run: creating inodes is the
+		// largest cost of an attempt on most filesystems.
+		LogPath: filepath.Join(e.o.Home, "logs", n.run.p.def.Name, n.task.Name, n.run.key+".{try}.log"),
+		Now:     time.Now(),
 	})
 	if errors.Is(err, store.ErrConflict) {
-		return nil // changed under us (cleared); the next pass sees it
+		return claim{}, false, nil
 	}
 	if err != nil {
-		return err
+		return claim{}, false, err
 	}
 	n.ti.TryNumber = att.TryNumber
+	n.ti.State = store.TaskQueued
 	e.startRunning(n)
 	e.progress.Attempts++
-	spec, err := e.spec(n, att)
-	if err != nil {
-		e.deliverLaunchError(n, att, err)
+	return claim{node: n, attempt: att}, true, nil
+}
+
+// startAll starts the processes of committed claims, then records their pids
+// in one transaction. An attempt that cannot start fails like one that
+// exited non-zero.
+func (e *engine) startAll(ctx context.Context, claimed []claim) error {
+	if len(claimed) == 0 {
 		return nil
 	}
-	h, err := executor.Start(spec)
-	if err != nil {
-		e.deliverLaunchError(n, att, err)
+	started := make([]store.StartAttemptParams, 0, len(claimed))
+	for _, c := range claimed {
+		spec, err := e.spec(c.node, c.attempt)
+		if err != nil {
+			e.deliverLaunchError(c.node, c.attempt, err)
+			continue
+		}
+		h, err := executor.Start(spec)
+		if err != nil {
+			e.deliverLaunchError(c.node, c.attempt, err)
+			continue
+		}
+		started = append(started, store.StartAttemptParams{AttemptID: c.attempt.ID, PID: h.PID, PIDStart: h.PIDStart, Now: time.Now()})
+		n, att := c.node, c.attempt
+		e.wg.Go(func() {
+			res := h.Wait(ctx)
+			e.events <- completion{node: n, attempt: att, res: res}
+		})
+	}
+	return e.batch(context.WithoutCancel(ctx), func() error {
+		for _, p := range started {
+			if err := e.st.StartAttempt(context.WithoutCancel(ctx), p); err != nil && !errors.Is(err, store.ErrConflict) {
+				return err
+			}
+		}
 		return nil
-	}
-	if err := e.st.StartAttempt(ctx, store.StartAttemptParams{AttemptID: att.ID, PID: h.PID, PIDStart: h.PIDStart, Now: time.Now()}); err != nil {
-		return err
-	}
-	runCtx := ctx
-	e.wg.Go(func() {
-		res := h.Wait(runCtx)
-		e.events <- completion{node: n, attempt: att, res: res}
 	})
-	return nil
 }
 
 func (e *engine) deliverLaunchError(n *tiNode, att store.Attempt, err error) {
@@ -800,7 +864,7 @@ func (e *engine) spec(n *tiNode, att store.Attempt) (executor.Spec, error) {
 		env = append(env, k+"="+v)
 	}
 	return executor.Spec{
-		Argv: cmd.Argv, Env: env, Dir: cmd.Dir, LogPath: att.LogPath, StatusPath: att.StatusPath,
+		Argv: cmd.Argv, Env: env, Dir: cmd.Dir, LogPath: att.LogPath,
 		Timeout: n.task.Timeout, Grace: e.o.Grace,
 	}, nil
 }
