@@ -52,4 +52,43 @@ pipeline "noop" {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*runs), "ns/attempt")
 }
 
-var _ = fmt.Sprint
+// BenchmarkMaterialize87600HourlyRuns is `rewind run --catchup` creating ten
+// years of an @hourly pipeline's runs (timetable and state together); the
+// row-by-row baseline is store's BenchmarkMaterialize87600HourlyRunsRowByRow.
+func BenchmarkMaterialize87600HourlyRuns(b *testing.B) {
+	dir := b.TempDir()
+	hcl := `
+pipeline "hourly" {
+  schedule   = "@hourly"
+  start_date = "2016-01-01"
+  task "extract" { command = "true" }
+  task "load" {
+    depends_on = [task.extract]
+    command    = "true"
+  }
+}`
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(hcl), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	ws, diags := dsl.Load(dir, dsl.LoadOptions{})
+	if diags.HasErrors() {
+		b.Fatal(diags.Error())
+	}
+	now := time.Date(2016, 1, 1, 0, 0, 0, 0, time.UTC).Add(87600 * time.Hour)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(dir, fmt.Sprintf("state%d.db", i)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		n, err := scheduler.Materialize(context.Background(), st, scheduler.MaterializeParams{Pipeline: ws.Pipeline("hourly"), Catchup: true, Now: now})
+		b.StopTimer()
+		if err != nil || n != 87600 {
+			b.Fatalf("Materialize = %d, %v", n, err)
+		}
+		st.Close()
+		b.StartTimer()
+	}
+}

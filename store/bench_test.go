@@ -4,6 +4,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -111,5 +112,70 @@ func BenchmarkClaimTask(b *testing.B) {
 		if _, err := st.ClaimTask(ctx, store.ClaimTaskParams{TaskInstanceID: runs[i].Tasks[0].ID, Host: "h", Now: p.Now}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkMaterialize87600HourlyRunsRowByRow is the baseline for
+// BenchmarkMaterialize87600HourlyRuns: the same runs and task instances in
+// the same schema, inserted the obvious way (one prepared INSERT ... ON
+// CONFLICT DO NOTHING per run, then one per task instance of a new run, in
+// one transaction).
+func BenchmarkMaterialize87600HourlyRunsRowByRow(b *testing.B) {
+	ctx := context.Background()
+	p := materializeParams(hourly(87600))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		path := filepath.Join(b.TempDir(), "state.db")
+		if err := openSQLite(b, path).Close(); err != nil { // creates the schema
+			b.Fatal(err)
+		}
+		db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL&_foreign_keys=on")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		insRun, err := tx.PrepareContext(ctx, `INSERT INTO runs (pipeline, kind, backfill_id, created_at, logical_date,
+			logical_unix, ds, data_interval_start, data_interval_end) VALUES (?, ?, '', ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (pipeline, logical_unix) DO NOTHING RETURNING id`)
+		if err != nil {
+			b.Fatal(err)
+		}
+		insTask, err := tx.PrepareContext(ctx, `INSERT INTO task_instances (run_id, task, state, pool, updated_at)
+			VALUES (?, ?, 'scheduled', ?, ?) ON CONFLICT (run_id, task) DO NOTHING`)
+		if err != nil {
+			b.Fatal(err)
+		}
+		created := 0
+		for _, r := range p.Runs {
+			var id int64
+			err := insRun.QueryRowContext(ctx, p.Pipeline, string(p.Kind), p.Now.UnixNano(), r.LogicalDate.Format(time.RFC3339),
+				r.LogicalDate.UnixNano(), r.DS, r.DataIntervalStart.Format(time.RFC3339), r.DataIntervalEnd.Format(time.RFC3339)).Scan(&id)
+			if err == sql.ErrNoRows {
+				continue
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			created++
+			for _, t := range p.Tasks {
+				if _, err := insTask.ExecContext(ctx, id, t.Name, t.Pool, p.Now.UnixNano()); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if created != len(p.Runs) {
+			b.Fatalf("created %d runs", created)
+		}
+		db.Close()
+		b.StartTimer()
 	}
 }
