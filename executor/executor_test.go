@@ -16,7 +16,7 @@ func spec(t *testing.T, argv ...string) Spec {
 	return Spec{
 		Argv: argv, Env: []string{"PATH=" + os.Getenv("PATH"), "GREETING=hello"}, Dir: dir,
 		LogPath: filepath.Join(dir, "logs", "t.1.log"),
-		Grace: 200 * time.Millisecond,
+		Grace:   200 * time.Millisecond,
 	}
 }
 
