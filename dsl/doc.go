@@ -1,14 +1,20 @@
 // Package dsl loads rewind's pipeline language: the *.hcl files of one
-// directory form a workspace of pools, pipelines (with their tasks and skew
-// rules), input variables and locals.
+// directory form a workspace of pools, limits, pipelines (with their tasks
+// and skew rules, at the pipeline or the task level), input variables and
+// locals.
 //
 // The package owns the schema, every validation diagnostic (each one an
 // hcl.Diagnostic pointing at a source range, all of them collected rather
 // than stopping at the first), the expansion of for_each blocks, and the
-// per-run evaluation of templates: command, env, workdir, hot_when and probe
-// may refer to run.* and pool.*, which are only known when a run exists, so
-// Load checks them against the known attributes and types and Task.Render,
-// Skew.HotWhen and Skew.ProbeCommand evaluate them for one run.
+// evaluation of templates: command, env, workdir, hot_when and probe may
+// refer to run.* (and the task's three to pool.*), which are only known when
+// a run exists, so Load checks them against the known attributes and types
+// and Task.Render, Skew.HotWhen and Skew.ProbeCommand evaluate them for one
+// run. A pool's launcher, setup and teardown may refer to pool.* only, and
+// Pool.Launcher, Pool.SetupCommand and Pool.TeardownCommand render them.
+//
+// A task names the limit blocks it uses as references (limits =
+// [limit.oltp]), checked like depends_on without being evaluated.
 //
 // A task or pipeline block with for_each generates one instance per key:
 // the instance is named "<label>_<key>", with every character of the key

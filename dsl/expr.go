@@ -126,7 +126,7 @@ func functions() map[string]function.Function {
 type scope struct {
 	each bool // inside a block with for_each
 	run  bool // run.* (templates evaluated per run)
-	pool bool // pool.* (task templates evaluated per attempt)
+	pool bool // pool.* (task templates evaluated per attempt; a pool's launcher, setup and teardown)
 }
 
 func hasAttr(attrs map[string]cty.Type, name string) bool {
@@ -186,6 +186,8 @@ func (l *loader) checkRefs(expr hcl.Expression, sc scope) hcl.Diagnostics {
 			}
 		case "run":
 			switch {
+			case !sc.run && sc.pool:
+				errorf(tr.SourceRange(), "run.* not available here", "A pool's launcher, setup and teardown belong to the pool, not to a run: they may refer to pool.name, pool.memory and pool.cpus, not to run.*.")
 			case !sc.run:
 				errorf(tr.SourceRange(), "run.* not available here", "run.* is known only when a run exists: use it in command, env, workdir, hot_when and probe.")
 			case attr == "":
@@ -196,7 +198,7 @@ func (l *loader) checkRefs(expr hcl.Expression, sc scope) hcl.Diagnostics {
 		case "pool":
 			switch {
 			case !sc.pool:
-				errorf(tr.SourceRange(), "pool.* not available here", "pool.* is known only when an attempt is placed in a pool: use it in a task's command, env and workdir.")
+				errorf(tr.SourceRange(), "pool.* not available here", "pool.* is known only when an attempt is placed in a pool: use it in a task's command, env and workdir, or in a pool's launcher, setup and teardown.")
 			case attr == "":
 				errorf(tr.SourceRange(), "Invalid reference", "A reference to a pool value is written pool.NAME, one of %s.", attrList(poolAttrs))
 			case !hasAttr(poolAttrs, attr):
@@ -204,6 +206,8 @@ func (l *loader) checkRefs(expr hcl.Expression, sc scope) hcl.Diagnostics {
 			}
 		case "task":
 			errorf(tr.SourceRange(), "Task reference outside depends_on", "References to tasks (task.NAME) are only valid in depends_on.")
+		case "limit":
+			errorf(tr.SourceRange(), "Limit reference outside limits", "References to limits (limit.NAME) are only valid in a task's limits.")
 		default:
 			errorf(tr.SourceRange(), "Unknown variable", "There is no variable named %q. Expressions may refer to var.NAME, local.NAME, each.key, each.value, run.NAME and pool.NAME.", root)
 		}
@@ -379,45 +383,73 @@ func (l *loader) stringMap(attr *hcl.Attribute, ctx *hcl.EvalContext, sc scope) 
 }
 
 // checkCommandType checks that v, the load-time value of a command
-// expression, is a string or a non-empty list of strings.
-func (l *loader) checkCommandType(attr *hcl.Attribute, v cty.Value) {
+// expression, is a string or a non-empty list of strings; it reports false
+// after an error.
+func (l *loader) checkCommandType(attr *hcl.Attribute, v cty.Value) bool {
 	ty := v.Type()
 	switch {
 	case ty.Equals(cty.String):
 		if v.IsKnown() && v.IsNull() {
 			l.errorf(attr.Expr.Range(), "Invalid "+attr.Name, "%s must not be null.", attr.Name)
-		} else if v.IsKnown() {
-			if strings.TrimSpace(v.AsString()) == "" {
-				l.errorf(attr.Expr.Range(), "Invalid "+attr.Name, "%s must not be empty.", attr.Name)
-			}
+			return false
 		}
+		if v.IsKnown() && strings.TrimSpace(v.AsString()) == "" {
+			l.errorf(attr.Expr.Range(), "Invalid "+attr.Name, "%s must not be empty.", attr.Name)
+			return false
+		}
+		return true
 	case ty.IsTupleType() || ty.IsListType():
-		if !v.IsKnown() {
-			return
-		}
-		if v.IsNull() {
-			l.errorf(attr.Expr.Range(), "Invalid "+attr.Name, "%s must not be null.", attr.Name)
-			return
-		}
-		if v.LengthInt() == 0 {
-			l.errorf(attr.Expr.Range(), "Invalid "+attr.Name, "%s must not be an empty list: its first element is the program to run.", attr.Name)
-			return
-		}
-		for i, ev := range v.AsValueSlice() {
-			et := ev.Type()
-			if !et.Equals(cty.DynamicPseudoType) && !et.Equals(cty.String) && !et.Equals(cty.Number) {
-				l.errorf(attr.Expr.Range(), "Incorrect attribute value type", "Element %d of %s must be a string, not %s.", i, attr.Name, et.FriendlyName())
-				return
-			}
-			if ev.IsKnown() && ev.IsNull() {
-				l.errorf(attr.Expr.Range(), "Invalid "+attr.Name, "Element %d of %s is null.", i, attr.Name)
-				return
-			}
-		}
+		return l.checkArgvList(attr, v, "its first element is the program to run")
 	case ty.Equals(cty.DynamicPseudoType):
+		return true
 	default:
 		l.errorf(attr.Expr.Range(), "Incorrect attribute value type", "%s must be a string (run with /bin/sh -c) or a list of strings (run as argv), not %s.", attr.Name, ty.FriendlyName())
+		return false
 	}
+}
+
+// checkLauncherType checks that v, the load-time value of a pool's
+// launcher, is a non-empty list of strings; it reports false after an error.
+func (l *loader) checkLauncherType(attr *hcl.Attribute, v cty.Value) bool {
+	ty := v.Type()
+	switch {
+	case ty.IsTupleType() || ty.IsListType():
+		return l.checkArgvList(attr, v, "its first element is the program that starts each attempt")
+	case ty.Equals(cty.DynamicPseudoType):
+		return true
+	default:
+		l.errorf(attr.Expr.Range(), "Incorrect attribute value type", "%s must be a list of strings, the argv prefix of every attempt of the pool (such as [\"srun\", \"--mem=${pool.memory}\"]), not %s.", attr.Name, ty.FriendlyName())
+		return false
+	}
+}
+
+// checkArgvList checks the load-time value of a list that becomes argv:
+// not null, not empty (first says why), and every element a string or a
+// number.
+func (l *loader) checkArgvList(attr *hcl.Attribute, v cty.Value, first string) bool {
+	if !v.IsKnown() {
+		return true
+	}
+	if v.IsNull() {
+		l.errorf(attr.Expr.Range(), "Invalid "+attr.Name, "%s must not be null.", attr.Name)
+		return false
+	}
+	if v.LengthInt() == 0 {
+		l.errorf(attr.Expr.Range(), "Invalid "+attr.Name, "%s must not be an empty list: %s.", attr.Name, first)
+		return false
+	}
+	for i, ev := range v.AsValueSlice() {
+		et := ev.Type()
+		if !et.Equals(cty.DynamicPseudoType) && !et.Equals(cty.String) && !et.Equals(cty.Number) {
+			l.errorf(attr.Expr.Range(), "Incorrect attribute value type", "Element %d of %s must be a string, not %s.", i, attr.Name, et.FriendlyName())
+			return false
+		}
+		if ev.IsKnown() && ev.IsNull() {
+			l.errorf(attr.Expr.Range(), "Invalid "+attr.Name, "Element %d of %s is null.", i, attr.Name)
+			return false
+		}
+	}
+	return true
 }
 
 // commandArgv turns a rendered command value into argv.

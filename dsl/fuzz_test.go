@@ -17,6 +17,35 @@ func FuzzLoad(f *testing.F) {
 		f.Add(src)
 	}
 	f.Add([]byte(minimal))
+	f.Add([]byte(`pool "slurm" {
+  slots                  = 2
+  reserved_for_scheduled = 2
+  idle_timeout           = "0s"
+  launcher               = ["srun", "--mem=${pool.memory}", run.ds]
+  setup                  = "up ${pool.name}"
+  teardown               = ["down", pool.cpus / 0]
+  oom_escalate_to        = "slurm"
+}
+limit "oltp" {
+  concurrency = 0
+  rate        = "0/30s"
+}
+limit "oltp" {}
+pipeline "p" {
+  schedule   = "@daily"
+  start_date = "2025-07-01"
+  task "a" {
+    command = "true"
+    limits  = [limit.oltp, limit.nope, "x"]
+    skew {
+      hot_dates = ["2025-11-28"]
+      pool      = "slurm"
+    }
+    skew {
+      pool = "huge"
+    }
+  }
+}`))
 	f.Add([]byte(`pipeline "p" {
   for_each = { a = 1, b = 2 }
   schedule = "0 0 30 2 *"
@@ -64,11 +93,21 @@ variable "v" {
 		if diags.HasErrors() {
 			return
 		}
+		// Rendering a valid template may fail (it can divide by zero) but
+		// must not panic.
+		for _, pool := range ws.Pools {
+			_, _ = pool.Launcher()
+			_, _ = pool.SetupCommand()
+			_, _ = pool.TeardownCommand()
+		}
 		for _, p := range ws.Pipelines {
 			for _, task := range p.Tasks {
-				// Rendering a valid task may fail (a template can divide by
-				// zero) but must not panic.
 				_, _ = task.Render(RunVars{}, PoolVars{})
+				if s := task.EffectiveSkew(p); s != nil {
+					_, _ = s.HotWhen(RunVars{})
+					_, _ = s.ProbeCommand(RunVars{})
+					_ = s.IsHotDate("2025-11-28")
+				}
 			}
 			if p.Skew != nil {
 				_, _ = p.Skew.HotWhen(RunVars{})

@@ -25,7 +25,28 @@ type hashPipeline struct {
 	Params         map[string]string
 	Tasks          []hashTask
 	Skew           *hashSkew
-	Pools          map[string]Pool
+	Pools          map[string]hashPool
+	Limits         map[string]hashLimit
+}
+
+// hashPool is a pool the pipeline uses: a task's, a skew block's, or one
+// they escalate to.
+type hashPool struct {
+	Slots                int
+	Memory               int64
+	CPUs                 int
+	EscalateTo           string
+	ReservedForScheduled int
+	IdleTimeout          time.Duration
+	Launcher             string
+	Setup                string
+	Teardown             string
+}
+
+type hashLimit struct {
+	Concurrency int
+	Rate        int
+	Per         time.Duration
 }
 
 type hashTask struct {
@@ -40,6 +61,8 @@ type hashTask struct {
 	Timeout       time.Duration
 	Pool          string
 	DependsOnPast bool
+	Limits        []string
+	Skew          *hashSkew
 }
 
 type hashSkew struct {
@@ -59,7 +82,8 @@ func (l *loader) hashPipeline(p *Pipeline) string {
 		MaxActiveRuns:  p.MaxActiveRuns,
 		MaxActiveTasks: p.MaxActiveTasks,
 		Params:         p.Params,
-		Pools:          map[string]Pool{},
+		Pools:          map[string]hashPool{},
+		Limits:         map[string]hashLimit{},
 	}
 	if !p.EndDate.IsZero() {
 		h.EndDate = p.EndDate.Format(time.RFC3339)
@@ -73,8 +97,31 @@ func (l *loader) hashPipeline(p *Pipeline) string {
 			if _, seen := h.Pools[name]; seen {
 				return
 			}
-			h.Pools[name] = Pool{Name: pool.Name, Slots: pool.Slots, Memory: pool.Memory, CPUs: pool.CPUs, EscalateTo: pool.EscalateTo}
+			h.Pools[name] = hashPool{
+				Slots:                pool.Slots,
+				Memory:               pool.Memory,
+				CPUs:                 pool.CPUs,
+				EscalateTo:           pool.EscalateTo,
+				ReservedForScheduled: pool.ReservedForScheduled,
+				IdleTimeout:          pool.IdleTimeout,
+				Launcher:             l.fingerprint(pool.launcher, pool.poolCtx),
+				Setup:                l.fingerprint(pool.setup, pool.poolCtx),
+				Teardown:             l.fingerprint(pool.teardown, pool.poolCtx),
+			}
 			name = pool.EscalateTo
+		}
+	}
+	skew := func(s *Skew) *hashSkew {
+		if s == nil {
+			return nil
+		}
+		usePool(s.Pool)
+		return &hashSkew{
+			HotDates:  s.HotDates,
+			HotWhen:   l.fingerprint(s.hotWhen, s.ctx),
+			Probe:     l.fingerprint(s.probe, s.ctx),
+			HotFactor: s.HotFactor,
+			Pool:      s.Pool,
 		}
 	}
 	for _, t := range p.Tasks {
@@ -90,19 +137,17 @@ func (l *loader) hashPipeline(p *Pipeline) string {
 			Timeout:       t.Timeout,
 			Pool:          t.Pool,
 			DependsOnPast: t.DependsOnPast,
+			Limits:        t.Limits,
+			Skew:          skew(t.Skew),
 		})
 		usePool(t.Pool)
-	}
-	if s := p.Skew; s != nil {
-		h.Skew = &hashSkew{
-			HotDates:  s.HotDates,
-			HotWhen:   l.fingerprint(s.hotWhen, s.ctx),
-			Probe:     l.fingerprint(s.probe, s.ctx),
-			HotFactor: s.HotFactor,
-			Pool:      s.Pool,
+		for _, name := range t.Limits {
+			if lim := l.ws.Limits[name]; lim != nil {
+				h.Limits[name] = hashLimit{Concurrency: lim.Concurrency, Rate: lim.Rate, Per: lim.Per}
+			}
 		}
-		usePool(s.Pool)
 	}
+	h.Skew = skew(p.Skew)
 	b, err := json.Marshal(h)
 	if err != nil {
 		// Every field is a plain value: this cannot fail.

@@ -33,9 +33,10 @@ type LoadOptions struct {
 // source snippets.
 func Load(path string, opts LoadOptions) (*Workspace, hcl.Diagnostics) {
 	ws := &Workspace{
-		Dir:   path,
-		Files: map[string]*hcl.File{},
-		Pools: map[string]*Pool{},
+		Dir:    path,
+		Files:  map[string]*hcl.File{},
+		Pools:  map[string]*Pool{},
+		Limits: map[string]*Limit{},
 	}
 	l := &loader{opts: opts, ws: ws}
 	files := l.findFiles(path)
@@ -48,7 +49,7 @@ func Load(path string, opts LoadOptions) (*Workspace, hcl.Diagnostics) {
 	}
 	bodies := l.parseFiles(files)
 	if l.diags.HasErrors() {
-		ws.Pools[DefaultPoolName] = &Pool{Name: DefaultPoolName, Slots: DefaultPoolSlots}
+		ws.Pools[DefaultPoolName] = newPool(DefaultPoolName)
 		return ws, sortDiagnostics(l.diags)
 	}
 	l.decode(bodies)
@@ -169,6 +170,7 @@ func (l *loader) parseFiles(files []string) []hcl.Body {
 var rootSchema = &hcl.BodySchema{
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "pool", LabelNames: []string{"name"}},
+		{Type: "limit", LabelNames: []string{"name"}},
 		{Type: "pipeline", LabelNames: []string{"name"}},
 		{Type: "variable", LabelNames: []string{"name"}},
 		{Type: "locals"},
@@ -176,7 +178,7 @@ var rootSchema = &hcl.BodySchema{
 }
 
 func (l *loader) decode(bodies []hcl.Body) {
-	var pools, pipelines, variables, locals []*hcl.Block
+	var pools, limits, pipelines, variables, locals []*hcl.Block
 	for _, body := range bodies {
 		content, diags := body.Content(rootSchema)
 		l.diags = append(l.diags, diags...)
@@ -184,6 +186,8 @@ func (l *loader) decode(bodies []hcl.Body) {
 			switch b.Type {
 			case "pool":
 				pools = append(pools, b)
+			case "limit":
+				limits = append(limits, b)
 			case "pipeline":
 				pipelines = append(pipelines, b)
 			case "variable":
@@ -204,6 +208,7 @@ func (l *loader) decode(bodies []hcl.Body) {
 		},
 	}
 	l.decodePools(pools)
+	l.decodeLimits(limits)
 	l.decodePipelines(pipelines)
 }
 

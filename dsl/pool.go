@@ -3,15 +3,28 @@ package dsl
 import (
 	"math"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 )
+
+// DefaultIdleTimeout is how long a pool that ran its setup stays idle
+// before its teardown runs, when idle_timeout is unset.
+const DefaultIdleTimeout = 5 * time.Minute
 
 var poolSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "slots"},
 		{Name: "memory"},
 		{Name: "cpus"},
+		{Name: "oom_escalate_to"},
+		{Name: "reserved_for_scheduled"},
+		{Name: "idle_timeout"},
+		{Name: "launcher"},
+		{Name: "setup"},
+		{Name: "teardown"},
+		// escalate_to is the former name of oom_escalate_to: it is in the
+		// schema only to report the new name.
 		{Name: "escalate_to"},
 	},
 }
@@ -19,6 +32,11 @@ var poolSchema = &hcl.BodySchema{
 // poolDecl is what decodePools keeps for the checks that need source ranges.
 type poolDecl struct {
 	escalateRange hcl.Range
+}
+
+// newPool is a pool with the defaults of every optional attribute.
+func newPool(name string) *Pool {
+	return &Pool{Name: name, Slots: DefaultPoolSlots, IdleTimeout: DefaultIdleTimeout}
 }
 
 func (l *loader) decodePools(blocks []*hcl.Block) {
@@ -33,14 +51,20 @@ func (l *loader) decodePools(blocks []*hcl.Block) {
 			l.errorf(b.DefRange, "Duplicate pool", "A pool named %q was already declared at %s. Pool names must be unique.", name, prev.DeclRange)
 			continue
 		}
-		p := &Pool{Name: name, Slots: DefaultPoolSlots, DeclRange: b.DefRange}
+		p := newPool(name)
+		p.DeclRange = b.DefRange
+		p.poolCtx = l.ctx
+		p.dir = fileDir(b.DefRange)
 		pools[name] = p
 		content, diags := b.Body.Content(poolSchema)
 		l.diags = append(l.diags, diags...)
-		if n, ok := l.intAttr(content.Attributes["slots"], l.ctx, scope{}, 1, math.MaxInt32, "at least 1"); ok {
+		attrs := content.Attributes
+		slotsKnown := attrs["slots"] == nil
+		if n, ok := l.intAttr(attrs["slots"], l.ctx, scope{}, 1, math.MaxInt32, "at least 1"); ok {
 			p.Slots = n
+			slotsKnown = true
 		}
-		if attr := content.Attributes["memory"]; attr != nil {
+		if attr := attrs["memory"]; attr != nil {
 			if s, ok := l.stringAttr(attr, l.ctx, scope{}, false); ok {
 				size, err := ParseSize(s)
 				switch {
@@ -53,18 +77,65 @@ func (l *loader) decodePools(blocks []*hcl.Block) {
 				}
 			}
 		}
-		if n, ok := l.intAttr(content.Attributes["cpus"], l.ctx, scope{}, 1, math.MaxInt32, "at least 1"); ok {
+		if n, ok := l.intAttr(attrs["cpus"], l.ctx, scope{}, 1, math.MaxInt32, "at least 1"); ok {
 			p.CPUs = n
 		}
-		if attr := content.Attributes["escalate_to"]; attr != nil {
+		if attr := attrs["escalate_to"]; attr != nil {
+			l.errorf(attr.NameRange, "Unsupported argument", "escalate_to was renamed oom_escalate_to: the pool an attempt killed for memory is retried on.")
+		}
+		if attr := attrs["oom_escalate_to"]; attr != nil {
 			if s, ok := l.stringAttr(attr, l.ctx, scope{}, false); ok {
 				p.EscalateTo = s
 				decls[name] = poolDecl{escalateRange: attr.Expr.Range()}
 			}
 		}
+		if attr := attrs["reserved_for_scheduled"]; attr != nil {
+			if n, ok := l.intAttr(attr, l.ctx, scope{}, 0, math.MaxInt32, "0 or more"); ok {
+				switch {
+				case !slotsKnown:
+				case n >= p.Slots:
+					l.errorf(attr.Expr.Range(), "Invalid reserved_for_scheduled", "reserved_for_scheduled (%d) must be less than the pool's slots (%d): at least one slot must remain for backfill runs.", n, p.Slots)
+				default:
+					p.ReservedForScheduled = n
+				}
+			}
+		}
+		if attr := attrs["idle_timeout"]; attr != nil {
+			if d, ok := l.durationAttr(attr, l.ctx, scope{}); ok {
+				if d == 0 {
+					l.errorf(attr.Expr.Range(), "Invalid idle_timeout", "idle_timeout must be more than 0: it is how long the pool stays idle before its teardown runs.")
+				} else {
+					p.IdleTimeout = d
+				}
+			}
+		}
+		poolScope := scope{pool: true}
+		if attr := attrs["launcher"]; attr != nil {
+			v := l.eval(attr.Expr, l.ctx, poolScope)
+			if !v.IsKnown() || !v.IsNull() {
+				if l.checkLauncherType(attr, v) {
+					p.launcher = attr.Expr
+				}
+			}
+		}
+		for _, cmd := range []struct {
+			name string
+			expr *hcl.Expression
+		}{{"setup", &p.setup}, {"teardown", &p.teardown}} {
+			attr := attrs[cmd.name]
+			if attr == nil {
+				continue
+			}
+			v := l.eval(attr.Expr, l.ctx, poolScope)
+			if !v.IsKnown() || !v.IsNull() {
+				if l.checkCommandType(attr, v) {
+					*cmd.expr = attr.Expr
+				}
+			}
+		}
 	}
 	if pools[DefaultPoolName] == nil {
-		pools[DefaultPoolName] = &Pool{Name: DefaultPoolName, Slots: DefaultPoolSlots}
+		pools[DefaultPoolName] = newPool(DefaultPoolName)
 	}
 
 	for _, name := range sortedNames(decls) {
@@ -72,7 +143,7 @@ func (l *loader) decodePools(blocks []*hcl.Block) {
 		r := decls[name].escalateRange
 		switch {
 		case p.EscalateTo == name:
-			l.errorf(r, "Invalid escalate_to", "Pool %q cannot escalate to itself.", name)
+			l.errorf(r, "Invalid oom_escalate_to", "Pool %q cannot escalate to itself.", name)
 			p.EscalateTo = ""
 		case pools[p.EscalateTo] == nil:
 			l.errorf(r, "Unknown pool", "No pool named %q is declared. %s", p.EscalateTo, l.knownPools())

@@ -133,3 +133,105 @@ func (s *Skew) ProbeCommand(rv RunVars) (*Command, error) {
 	}
 	return &Command{Argv: argv, Env: map[string]string{}, Dir: s.dir}, nil
 }
+
+// Vars are the values of pool.* for an attempt in this pool.
+func (p *Pool) Vars() PoolVars {
+	if p == nil {
+		return PoolVars{}
+	}
+	return PoolVars{Name: p.Name, Memory: p.Memory, CPUs: p.CPUs}
+}
+
+// poolContext is the evaluation context of the pool's own templates:
+// functions, var.*, local.* and pool.* from p.Vars().
+func (p *Pool) poolContext() *hcl.EvalContext {
+	parent := p.poolCtx
+	if parent == nil {
+		parent = &hcl.EvalContext{Functions: functions()}
+	}
+	ctx := parent.NewChild()
+	ctx.Variables = map[string]cty.Value{"pool": poolValue(p.Vars())}
+	return ctx
+}
+
+// Launcher renders the pool's launcher, the argv prefix every attempt in
+// the pool is started with; nil when the pool sets none.
+func (p *Pool) Launcher() ([]string, error) {
+	if p == nil || p.launcher == nil {
+		return nil, nil
+	}
+	v, diags := p.launcher.Value(p.poolContext())
+	if diags.HasErrors() {
+		return nil, fmt.Errorf("pool %s: launcher: %w", p.Name, diags)
+	}
+	v = unmark(v)
+	ty := v.Type()
+	if !ty.IsTupleType() && !ty.IsListType() {
+		return nil, fmt.Errorf("pool %s: launcher must be a list of strings", p.Name)
+	}
+	argv, err := commandArgv(v)
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: launcher: %w", p.Name, err)
+	}
+	return argv, nil
+}
+
+// SetupCommand renders the pool's setup command, run before the first
+// attempt that needs the pool, in the directory of the file that declares
+// the pool; nil when the pool sets none.
+func (p *Pool) SetupCommand() (*Command, error) {
+	if p == nil {
+		return nil, nil
+	}
+	return p.renderCommand("setup", p.setup)
+}
+
+// TeardownCommand renders the pool's teardown command, run once the pool
+// has been idle for IdleTimeout after its setup, in the directory of the
+// file that declares the pool; nil when the pool sets none.
+func (p *Pool) TeardownCommand() (*Command, error) {
+	if p == nil {
+		return nil, nil
+	}
+	return p.renderCommand("teardown", p.teardown)
+}
+
+func (p *Pool) renderCommand(name string, expr hcl.Expression) (*Command, error) {
+	if expr == nil {
+		return nil, nil
+	}
+	v, diags := expr.Value(p.poolContext())
+	if diags.HasErrors() {
+		return nil, fmt.Errorf("pool %s: %s: %w", p.Name, name, diags)
+	}
+	argv, err := commandArgv(unmark(v))
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: %s: %w", p.Name, name, err)
+	}
+	return &Command{Argv: argv, Env: map[string]string{}, Dir: p.dir}, nil
+}
+
+// EffectiveSkew is the skew block that applies to the task in pipeline p:
+// the task's own, else the pipeline's; nil when neither has one.
+func (t *Task) EffectiveSkew(p *Pipeline) *Skew {
+	if t != nil && t.Skew != nil {
+		return t.Skew
+	}
+	if p == nil {
+		return nil
+	}
+	return p.Skew
+}
+
+// IsHotDate reports whether hot_dates lists ds (YYYY-MM-DD).
+func (s *Skew) IsHotDate(ds string) bool {
+	if s == nil {
+		return false
+	}
+	for _, d := range s.HotDates {
+		if d == ds {
+			return true
+		}
+	}
+	return false
+}

@@ -29,6 +29,10 @@ var taskSchema = &hcl.BodySchema{
 		{Name: "env"},
 		{Name: "workdir"},
 		{Name: "for_each"},
+		{Name: "limits"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "skew"},
 	},
 }
 
@@ -223,6 +227,23 @@ func (l *loader) decodeTask(p *Pipeline, b *hcl.Block, content *hcl.BodyContent,
 	}
 	if attr := attrs["depends_on"]; attr != nil {
 		d.refs = l.decodeDependsOn(attr)
+	}
+	if attr := attrs["limits"]; attr != nil {
+		t.Limits = l.decodeLimitRefs(attr)
+	}
+	var skewBlock *hcl.Block
+	for _, blk := range content.Blocks {
+		if blk.Type != "skew" {
+			continue
+		}
+		if skewBlock != nil {
+			l.errorf(blk.DefRange, "Duplicate skew block", "The task %q already has a skew block at %s; a task has at most one.", t.Label, skewBlock.DefRange)
+			continue
+		}
+		skewBlock = blk
+	}
+	if skewBlock != nil {
+		t.Skew = l.decodeSkew(skewBlock, p, ctx, sc)
 	}
 	return d
 }

@@ -21,6 +21,8 @@ type Workspace struct {
 	Pools map[string]*Pool
 	// Pipelines, sorted by name.
 	Pipelines []*Pipeline
+	// Limits are the declared limit blocks, by name.
+	Limits map[string]*Limit
 }
 
 // Pipeline returns the pipeline called name, or nil.
@@ -39,9 +41,34 @@ type Pool struct {
 	Slots  int
 	Memory int64 // bytes; 0 when unset
 	CPUs   int   // 0 when unset
-	// EscalateTo names the pool an attempt killed for memory is retried on ("" = none).
+	// EscalateTo names the pool an attempt killed for memory is retried on
+	// (oom_escalate_to; "" = none).
 	EscalateTo string
-	DeclRange  hcl.Range
+	// ReservedForScheduled slots are never given to backfill attempts
+	// (reserved_for_scheduled; 0..Slots-1).
+	ReservedForScheduled int
+	// IdleTimeout: after this long without attempts, a pool that ran its
+	// setup runs its teardown (idle_timeout; default 5m).
+	IdleTimeout time.Duration
+	DeclRange   hcl.Range
+
+	// launcher, setup and teardown templates over pool.* (nil when unset),
+	// rendered by Launcher, SetupCommand and TeardownCommand.
+	launcher hcl.Expression
+	setup    hcl.Expression
+	teardown hcl.Expression
+	poolCtx  *hcl.EvalContext
+	dir      string // directory of the declaring file: setup and teardown run there
+}
+
+// Limit protects an external system: at most Concurrency attempts of the
+// tasks that name it at once, and at most Rate attempt starts per Per.
+type Limit struct {
+	Name        string
+	Concurrency int           // 0 = unlimited
+	Rate        int           // 0 = unlimited
+	Per         time.Duration // the rate's window ("60/m": Rate 60, Per 1m)
+	DeclRange   hcl.Range
 }
 
 // Pipeline is one scheduled DAG of tasks.
@@ -106,6 +133,11 @@ type Task struct {
 	Key   string
 	// CommandText is the command expression as written in the file.
 	CommandText string
+	// Limits names the limit blocks the task uses (limits = [limit.oltp]),
+	// sorted, without repeats.
+	Limits []string
+	// Skew is the task's own skew block; nil means the pipeline's applies.
+	Skew *Skew
 
 	// command, env and workdir templates, evaluated per run by Render.
 	command   hcl.Expression

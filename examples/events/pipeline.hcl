@@ -9,10 +9,10 @@ pool "large" {
 }
 
 pool "standard" {
-  slots       = 8
-  memory      = "2GiB"
-  cpus        = 2
-  escalate_to = "large"
+  slots           = 8
+  memory          = "2GiB"
+  cpus            = 2
+  oom_escalate_to = "large"
 }
 
 variable "tables" {
