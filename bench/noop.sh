@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Scheduler overhead: 2,000 attempts of `true` at concurrency 8, against the
-# baseline of xargs -P 8 spawning 2,000 `true` processes, in the same run.
-# Usage: bench/noop.sh [ROUNDS]   (prints wall times and the ratio)
+# baseline of xargs -P 8 spawning 2,000 `true` processes, in the same run;
+# and the same attempts with skew routing and memory enforcement on (a
+# hot_when rule evaluated per attempt, a memory limit watched per attempt),
+# against plain rewind.
+# Usage: bench/noop.sh [ROUNDS]   (prints wall times and the ratios)
 # TMPDIR picks the filesystem of the workspace (state, logs, run directories):
 # TMPDIR=/dev/shm bench/noop.sh shows the cost without a disk filesystem.
 set -euo pipefail
@@ -12,29 +15,49 @@ trap 'rm -rf "$work"' EXIT
 go build -o "$work/rewind" ./cmd/rewind
 now=2025-03-25T08:00:00Z # 2,000 hourly intervals after start_date
 
-secs() { date +%s.%N; }
-best_r=999 best_x=999
-for i in $(seq "$rounds"); do
-  ws="$work/ws$i" # a fresh workspace each round: no earlier round's files
-  mkdir -p "$ws"
-  cat > "$ws/noop.hcl" <<'HCL'
-pipeline "noop" {
+plain='pipeline "noop" {
   schedule        = "@hourly"
   start_date      = "2025-01-01"
   max_active_runs = 8
   task "t" { command = ["true"] }
-}
-HCL
+}'
+routed='pool "default" { memory = "1GiB" }
+pool "large" { memory = "8GiB" }
+pipeline "noop" {
+  schedule        = "@hourly"
+  start_date      = "2025-01-01"
+  max_active_runs = 8
+  skew {
+    hot_when = run.month == 11 && run.weekday == "Friday"
+    pool     = "large"
+  }
+  task "t" { command = ["true"] }
+}'
+
+secs() { date +%s.%N; }
+# run NAME HCL: a fresh workspace (no earlier round's files), timed.
+run() {
+  local ws="$work/$1"
+  mkdir -p "$ws"
+  printf '%s\n' "$2" > "$ws/noop.hcl"
+  local t0 t1 n
   t0=$(secs)
   (cd "$ws" && "$work/rewind" run --catchup --quiet --now "$now" .)
   t1=$(secs)
-  seq 2000 | xargs -P 8 -n 1 true
-  t2=$(secs)
-  r=$(echo "$t1 - $t0" | bc -l); x=$(echo "$t2 - $t1" | bc -l)
   n=$(cd "$ws" && "$work/rewind" runs | grep -c ' success ')
   [ "$n" = 2000 ] || { echo "expected 2000 successful runs, got $n" >&2; exit 1; }
-  printf 'round %d: rewind %.2fs  xargs -P 8 %.2fs  ratio %.2f\n' "$i" "$r" "$x" "$(echo "$r / $x" | bc -l)"
-  best_r=$(echo "if ($r < $best_r) $r else $best_r" | bc -l)
-  best_x=$(echo "if ($x < $best_x) $x else $best_x" | bc -l)
+  echo "$t1 - $t0" | bc -l
+}
+min() { echo "if ($1 < $2) $1 else $2" | bc -l; }
+
+best_r=999 best_m=999 best_x=999
+for i in $(seq "$rounds"); do
+  r=$(run "plain$i" "$plain")
+  m=$(run "routed$i" "$routed")
+  t0=$(secs); seq 2000 | xargs -P 8 -n 1 true; t1=$(secs)
+  x=$(echo "$t1 - $t0" | bc -l)
+  printf 'round %d: rewind %.2fs  with routing+memory %.2fs  xargs -P 8 %.2fs\n' "$i" "$r" "$m" "$x"
+  best_r=$(min "$r" "$best_r"); best_m=$(min "$m" "$best_m"); best_x=$(min "$x" "$best_x")
 done
 printf 'best: rewind %.2fs  xargs -P 8 %.2fs  ratio %.2f (2,000 attempts, concurrency 8)\n' "$best_r" "$best_x" "$(echo "$best_r / $best_x" | bc -l)"
+printf 'best: with routing+memory %.2fs  overhead %+.1f%% over plain rewind\n' "$best_m" "$(echo "($best_m / $best_r - 1) * 100" | bc -l)"

@@ -35,6 +35,10 @@ type Spec struct {
 	Dir     string
 	LogPath string        // the attempt's output, ended by its exit status
 	Timeout time.Duration // 0 = none
+	// MemoryLimit, when > 0, is enforced on the attempt's whole process tree:
+	// a watchdog samples its resident memory and kills the tree, like the
+	// kernel's OOM killer, when the sum goes over it.
+	MemoryLimit int64
 	// Grace is how long a process group gets between SIGTERM and SIGKILL
 	// on timeout or interrupt (default 10s).
 	Grace time.Duration
@@ -46,8 +50,10 @@ type Result struct {
 	Signal      string // "killed", "terminated", ... when killed by a signal
 	TimedOut    bool
 	Interrupted bool // the context was cancelled: rewind is stopping
-	PeakRSS     int64
-	Duration    time.Duration
+	// OOM: the watchdog killed the attempt for going over its MemoryLimit.
+	OOM      bool
+	PeakRSS  int64
+	Duration time.Duration
 }
 
 // Success reports whether the attempt exited 0.
@@ -110,6 +116,12 @@ func (h *Handle) Wait(ctx context.Context) Result {
 		timeout = t.C
 	}
 	var res Result
+	var oom <-chan int64
+	if h.spec.MemoryLimit > 0 {
+		stop := make(chan struct{})
+		defer close(stop)
+		oom = watchMemory(h.PID, h.spec.MemoryLimit, stop)
+	}
 	var waitErr error
 	select {
 	case waitErr = <-done:
@@ -119,10 +131,18 @@ func (h *Handle) Wait(ctx context.Context) Result {
 	case <-ctx.Done():
 		res.Interrupted = true
 		waitErr = h.stopGroup(done)
+	case rss := <-oom:
+		res.OOM = true
+		killTree(h.PID)
+		waitErr = <-done
+		appendLine(h.spec.LogPath, fmt.Sprintf("rewind: attempt killed: its processes used %s of memory, over the pool's limit of %s", formatBytes(rss), formatBytes(h.spec.MemoryLimit)))
+		res.PeakRSS = rss
 	}
 	h.log.Close()
 	res.Duration = time.Since(h.start)
+	peak := res.PeakRSS
 	fillResult(&res, h.cmd.ProcessState, waitErr)
+	res.PeakRSS = max(res.PeakRSS, peak)
 	if res.TimedOut {
 		appendLine(h.spec.LogPath, fmt.Sprintf("rewind: attempt timed out after %s; process group killed", h.spec.Timeout))
 	}
@@ -288,4 +308,87 @@ func Adopt(ctx context.Context, pid int, logPath string) (code int, ok bool, err
 	}
 	code, ok = ReadStatus(logPath)
 	return code, ok, nil
+}
+
+// memoryPoll is how often the watchdog samples an attempt's memory.
+const memoryPoll = 100 * time.Millisecond
+
+// watchMemory samples the resident memory of the process tree under pid
+// until stop is closed; it sends the sample that goes over limit.
+func watchMemory(pid int, limit int64, stop <-chan struct{}) <-chan int64 {
+	over := make(chan int64, 1)
+	go func() {
+		t := time.NewTicker(memoryPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if rss := treeRSS(pid); rss > limit {
+					over <- rss
+					return
+				}
+			}
+		}
+	}()
+	return over
+}
+
+var pageSize = int64(os.Getpagesize())
+
+// treeRSS sums the resident memory of pid and every process below it,
+// including those that left its process group.
+func treeRSS(pid int) int64 {
+	var total int64
+	for _, p := range tree(pid) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/statm")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			continue
+		}
+		pages, _ := strconv.ParseInt(f[1], 10, 64)
+		total += pages * pageSize
+	}
+	return total
+}
+
+// tree lists pid and its descendants, from /proc/PID/task/TID/children.
+func tree(pid int) []int {
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		p := strconv.Itoa(out[i])
+		tasks, err := os.ReadDir("/proc/" + p + "/task")
+		if err != nil {
+			continue
+		}
+		for _, t := range tasks {
+			b, err := os.ReadFile("/proc/" + p + "/task/" + t.Name() + "/children")
+			if err != nil {
+				continue
+			}
+			for _, c := range strings.Fields(string(b)) {
+				if n, err := strconv.Atoi(c); err == nil {
+					out = append(out, n)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// killTree SIGKILLs the process group of pid and every descendant of pid.
+func killTree(pid int) {
+	procs := tree(pid)
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	for _, p := range procs {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+}
+
+func formatBytes(n int64) string {
+	return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sourcegraph/conc"
@@ -104,10 +105,12 @@ type pipe struct {
 	watermarkDirty bool
 	watermarkAt    time.Time
 	maxRuns        int
-	activeRuns     int
+	activeRuns     int // admitted scheduled and manual runs
+	activeFills    int // admitted backfill runs: their own max_active_runs
 	activeTasks    int
-	queued         []*runNode // not admitted, oldest first
-	all            []*runNode // every loaded run, oldest first (for depends_on_past)
+	queued         []*runNode               // not admitted, oldest first, backfill runs after the others
+	medians        map[string]time.Duration // per task: median of recent successful attempts
+	all            []*runNode               // every loaded run, oldest first (for depends_on_past)
 }
 
 type runNode struct {
@@ -125,6 +128,10 @@ type tiNode struct {
 	task *dsl.Task // nil when the task no longer exists in the pipeline
 	run  *runNode
 	idx  int
+	// hist is every attempt so far, oldest first: history routes hot dates
+	// and OOM escalations.
+	hist  []store.Attempt
+	route *Route // cached until the next attempt ends
 }
 
 type completion struct {
@@ -149,11 +156,17 @@ type engine struct {
 	active   []*runNode // admitted, unfinished
 	byTI     map[int64]*tiNode
 	poolUsed map[string]int
-	running  int
-	events   chan completion
-	wg       conc.WaitGroup
-	progress Progress
-	summary  *Summary
+	// limitUsed counts running attempts per limit; limitStarts keeps each
+	// limit's recent attempt starts, for its rate.
+	limitUsed   map[string]int
+	limitStarts map[string][]time.Time
+	pools       map[string]*poolLife
+	probes      map[*dsl.Skew]*probeResult
+	running     int
+	events      chan completion
+	wg          conc.WaitGroup
+	progress    Progress
+	summary     *Summary
 }
 
 // Run materializes the due runs of the selected pipelines and executes them
@@ -200,6 +213,8 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	e := &engine{
 		o: o, st: o.Store, host: self.Host, log: o.Log,
 		pipes: map[string]*pipe{}, byTI: map[int64]*tiNode{}, poolUsed: map[string]int{},
+		limitUsed: map[string]int{}, limitStarts: map[string][]time.Time{}, pools: map[string]*poolLife{},
+		probes: map[*dsl.Skew]*probeResult{},
 		events: make(chan completion, 64), summary: &Summary{},
 	}
 	e.progress.Started = time.Now()
@@ -287,7 +302,15 @@ func selectPipelines(ws *dsl.Workspace, names []string) ([]*dsl.Pipeline, error)
 // pipeline with depends_on_past tasks, which needs the previous runs' states).
 func (e *engine) load(ctx context.Context) error {
 	for _, p := range e.order {
-		params := store.ListRunsParams{Pipelines: []string{p.def.Name}, WithTasks: true}
+		durations, err := e.st.TaskDurations(ctx, store.TaskDurationsParams{Pipeline: p.def.Name, Limit: 500})
+		if err != nil {
+			return err
+		}
+		p.medians = map[string]time.Duration{}
+		for task, ds := range durations {
+			p.medians[task] = medianDuration(ds)
+		}
+		params := store.ListRunsParams{Pipelines: []string{p.def.Name}, WithTasks: true, WithAttempts: true}
 		if !hasDependsOnPast(p.def) {
 			params.States = []store.RunState{store.RunQueued, store.RunRunning}
 		}
@@ -308,7 +331,11 @@ func (e *engine) load(ctx context.Context) error {
 				e.progress.Queued++
 			case store.RunRunning:
 				e.active = append(e.active, n)
-				p.activeRuns++
+				if n.run.Kind == store.KindBackfill {
+					p.activeFills++
+				} else {
+					p.activeRuns++
+				}
 				n.begun = time.Now()
 				e.progress.Total++
 				e.progress.Running++
@@ -316,8 +343,37 @@ func (e *engine) load(ctx context.Context) error {
 				n.done = true
 			}
 		}
+		// Scheduled and manual runs outrank backfill runs in the queue.
+		sort.SliceStable(p.queued, func(i, j int) bool {
+			return p.queued[i].run.Kind != store.KindBackfill && p.queued[j].run.Kind == store.KindBackfill
+		})
 	}
+	e.runProbes(ctx)
 	return nil
+}
+
+// runProbes measures, with each skew probe, every date about to run.
+func (e *engine) runProbes(ctx context.Context) {
+	for _, p := range e.order {
+		skews := map[*dsl.Skew]bool{}
+		for _, t := range p.def.Tasks {
+			if sk := t.EffectiveSkew(p.def); sk.HasProbe() {
+				skews[sk] = true
+			}
+		}
+		for sk := range skews {
+			var rvs []dsl.RunVars
+			for _, r := range p.all {
+				if !r.done {
+					rvs = append(rvs, e.runVars(r))
+				}
+			}
+			e.probes[sk] = runProbes(ctx, sk, rvs)
+			for key, msg := range e.probes[sk].errs {
+				e.log.Warn("probe failed: the date is not treated as hot", "pipeline", p.def.Name, "logical_date", time.Unix(key, 0).In(p.def.Timezone).Format(time.RFC3339), "error", msg)
+			}
+		}
+	}
 }
 
 func hasDependsOnPast(p *dsl.Pipeline) bool {
@@ -341,7 +397,7 @@ func (e *engine) node(p *pipe, r store.Run) *runNode {
 			continue // a task added after the run was created
 		}
 		delete(byName, t.Name)
-		tn := &tiNode{ti: ti, task: t, run: n, idx: i}
+		tn := &tiNode{ti: ti, task: t, run: n, idx: i, hist: ti.Attempts}
 		n.tis = append(n.tis, tn)
 		e.byTI[ti.ID] = tn
 	}
@@ -352,6 +408,9 @@ func (e *engine) node(p *pipe, r store.Run) *runNode {
 			n.tis = append(n.tis, tn)
 			e.byTI[ti.ID] = tn
 		}
+	}
+	for _, tn := range n.tis {
+		tn.ti.Attempts = nil
 	}
 	n.run.Tasks = nil
 	return n
@@ -428,6 +487,12 @@ func ignoreConflict(err error) error {
 func (e *engine) startRunning(n *tiNode) {
 	e.running++
 	e.poolUsed[n.ti.Pool]++
+	e.poolBusy(n.ti.Pool)
+	if n.task != nil {
+		for _, l := range n.task.Limits {
+			e.limitUsed[l]++
+		}
+	}
 	n.run.p.activeTasks++
 	n.ti.State = store.TaskRunning
 }
@@ -435,6 +500,14 @@ func (e *engine) startRunning(n *tiNode) {
 func (e *engine) stopRunning(n *tiNode) {
 	e.running--
 	e.poolUsed[n.ti.Pool]--
+	if e.poolUsed[n.ti.Pool] == 0 {
+		e.poolIdle(n.ti.Pool)
+	}
+	if n.task != nil {
+		for _, l := range n.task.Limits {
+			e.limitUsed[l]--
+		}
+	}
 	n.run.p.activeTasks--
 }
 
@@ -473,13 +546,22 @@ func (e *engine) loop(ctx context.Context) error {
 		if !stopping {
 			e.report()
 		}
-		if e.running == 0 && (stopping || nextRetry.IsZero()) {
+		idle := e.running == 0 && (stopping || nextRetry.IsZero())
+		teardown, err := e.teardowns(context.WithoutCancel(ctx), idle && stopping)
+		if err != nil {
+			e.log.Error("pool teardown failed", "error", err)
+		}
+		if idle && teardown.IsZero() {
 			return nil
+		}
+		wakeAt := teardown
+		if !stopping && !nextRetry.IsZero() && (wakeAt.IsZero() || nextRetry.Before(wakeAt)) {
+			wakeAt = nextRetry
 		}
 		var timer *time.Timer
 		var wake <-chan time.Time
-		if !stopping && !nextRetry.IsZero() {
-			timer = time.NewTimer(time.Until(nextRetry))
+		if !wakeAt.IsZero() {
+			timer = time.NewTimer(time.Until(wakeAt))
 			wake = timer.C
 		}
 		select {
@@ -532,19 +614,28 @@ func (e *engine) pass(ctx context.Context) (time.Time, []claim, error) {
 	for {
 		// Admit queued runs, oldest first, up to max_active_runs.
 		for _, p := range e.order {
-			for p.activeRuns < p.maxRuns && len(p.queued) > 0 {
-				n := p.queued[0]
-				p.queued = p.queued[1:]
+			kept := p.queued[:0]
+			for _, n := range p.queued {
+				fill := n.run.Kind == store.KindBackfill
+				if (fill && p.activeFills >= p.maxRuns) || (!fill && p.activeRuns >= p.maxRuns) {
+					kept = append(kept, n)
+					continue
+				}
 				if err := e.st.AdmitRun(ctx, store.AdmitRunParams{RunID: n.run.ID, Now: now}); err != nil && !errors.Is(err, store.ErrConflict) {
 					return nextRetry, nil, err
 				}
 				n.run.State = store.RunRunning
 				n.begun = now
-				p.activeRuns++
+				if fill {
+					p.activeFills++
+				} else {
+					p.activeRuns++
+				}
 				e.active = append(e.active, n)
 				e.progress.Queued--
 				e.progress.Running++
 			}
+			p.queued = kept
 		}
 		// Settle dependencies; collect ready task instances; finish complete runs.
 		var ready []*tiNode
@@ -574,6 +665,9 @@ func (e *engine) pass(ctx context.Context) (time.Time, []claim, error) {
 		}
 		sort.SliceStable(ready, func(i, j int) bool {
 			a, b := ready[i], ready[j]
+			if fa, fb := a.run.run.Kind == store.KindBackfill, b.run.run.Kind == store.KindBackfill; fa != fb {
+				return fb // scheduled and manual attempts first
+			}
 			if !a.run.run.LogicalDate.Equal(b.run.run.LogicalDate) {
 				return a.run.run.LogicalDate.Before(b.run.run.LogicalDate)
 			}
@@ -584,10 +678,15 @@ func (e *engine) pass(ctx context.Context) (time.Time, []claim, error) {
 		})
 		var claimed []claim
 		for _, n := range ready {
-			if !e.fits(n) {
+			rt := e.routeOf(n)
+			fits, wake := e.fits(n, rt.Pool, now)
+			if !wake.IsZero() && (nextRetry.IsZero() || wake.Before(nextRetry)) {
+				nextRetry = wake
+			}
+			if !fits {
 				continue
 			}
-			c, ok, err := e.claim(ctx, n)
+			c, ok, err := e.claim(ctx, n, rt)
 			if err != nil {
 				return nextRetry, nil, err
 			}
@@ -694,12 +793,45 @@ func (e *engine) setState(ctx context.Context, n *tiNode, to store.TaskState) er
 	return nil
 }
 
-func (e *engine) fits(n *tiNode) bool {
+// fits says whether an attempt of n may start now in pool: the pipeline's
+// max_active_tasks, the pool's slots (less those reserved for scheduled runs
+// when n belongs to a backfill), and the task's limits. When only a rate
+// limit stands in the way it also returns when to look again.
+func (e *engine) fits(n *tiNode, pool string, now time.Time) (bool, time.Time) {
 	p := n.run.p
 	if p.def.MaxActiveTasks > 0 && p.activeTasks >= p.def.MaxActiveTasks {
-		return false
+		return false, time.Time{}
 	}
-	return e.poolUsed[n.ti.Pool] < e.poolSlots(n.ti.Pool)
+	slots := e.poolSlots(pool)
+	if pl := e.o.Workspace.Pools[pool]; pl != nil && n.run.run.Kind == store.KindBackfill {
+		slots -= pl.ReservedForScheduled
+	}
+	if e.poolUsed[pool] >= slots {
+		return false, time.Time{}
+	}
+	var wake time.Time
+	for _, name := range n.task.Limits {
+		l := e.o.Workspace.Limits[name]
+		if l == nil {
+			continue
+		}
+		if l.Concurrency > 0 && e.limitUsed[name] >= l.Concurrency {
+			return false, time.Time{}
+		}
+		if l.Rate > 0 {
+			starts := e.limitStarts[name]
+			for len(starts) > 0 && !starts[0].After(now.Add(-l.Per)) {
+				starts = starts[1:]
+			}
+			e.limitStarts[name] = starts
+			if len(starts) >= l.Rate {
+				if w := starts[0].Add(l.Per); wake.IsZero() || w.Before(wake) {
+					wake = w
+				}
+			}
+		}
+	}
+	return wake.IsZero(), wake
 }
 
 func (e *engine) poolSlots(name string) int {
@@ -723,7 +855,11 @@ func (e *engine) finishRun(ctx context.Context, r *runNode, now time.Time) error
 	}
 	r.run.State = state
 	r.done = true
-	r.p.activeRuns--
+	if r.run.Kind == store.KindBackfill {
+		r.p.activeFills--
+	} else {
+		r.p.activeRuns--
+	}
 	e.progress.Running--
 	if state == store.RunSuccess {
 		e.progress.Succeeded++
@@ -755,6 +891,35 @@ func (e *engine) advanceWatermark(ctx context.Context, p *pipe, now time.Time) e
 	return err
 }
 
+// routeOf is the pool of n's next attempt, cached until an attempt ends.
+func (e *engine) routeOf(n *tiNode) Route {
+	if n.route == nil {
+		p := n.run.p
+		var probe *probeResult
+		if sk := n.task.EffectiveSkew(p.def); sk != nil {
+			probe = e.probes[sk]
+		}
+		rt := routeTask(e.o.Workspace, p.def, n.task, e.runVars(n.run), probe, history{attempts: n.hist, median: p.medians[n.task.Name]})
+		n.route = &rt
+	}
+	return *n.route
+}
+
+// runVars are the run.* values of a run.
+func (e *engine) runVars(r *runNode) dsl.RunVars {
+	def := r.p.def
+	tz := def.Timezone
+	return dsl.RunVars{
+		ID:                RunID(r.run.Kind, r.run.LogicalDate.In(tz)),
+		Pipeline:          def.Name,
+		LogicalDate:       r.run.LogicalDate.In(tz),
+		DataIntervalStart: r.run.DataIntervalStart.In(tz),
+		DataIntervalEnd:   r.run.DataIntervalEnd.In(tz),
+		Kind:              string(r.run.Kind),
+		Dir:               filepath.Join(e.o.Home, "runs", def.Name, r.key),
+	}
+}
+
 // claim is a claimed task instance whose process is to be started.
 type claim struct {
 	node    *tiNode
@@ -764,9 +929,9 @@ type claim struct {
 // claim claims a task instance: its attempt row exists before its process
 // does, so that no process ever runs unrecorded. ok is false when the task
 // instance changed under us (it was cleared): the next pass sees it.
-func (e *engine) claim(ctx context.Context, n *tiNode) (claim, bool, error) {
+func (e *engine) claim(ctx context.Context, n *tiNode, rt Route) (claim, bool, error) {
 	att, err := e.st.ClaimTask(ctx, store.ClaimTaskParams{
-		TaskInstanceID: n.ti.ID, Pool: n.ti.Pool, Host: e.host,
+		TaskInstanceID: n.ti.ID, Pool: rt.Pool, Reason: rt.Reason, Host: e.host,
 		// One directory per task, not per run: creating inodes is the
 		// largest cost of an attempt on most filesystems.
 		LogPath: filepath.Join(e.o.Home, "logs", n.run.p.def.Name, n.task.Name, n.run.key+".{try}.log"),
@@ -780,6 +945,11 @@ func (e *engine) claim(ctx context.Context, n *tiNode) (claim, bool, error) {
 	}
 	n.ti.TryNumber = att.TryNumber
 	n.ti.State = store.TaskQueued
+	n.ti.Pool = att.Pool
+	now := time.Now()
+	for _, l := range n.task.Limits {
+		e.limitStarts[l] = append(e.limitStarts[l], now)
+	}
 	e.startRunning(n)
 	e.progress.Attempts++
 	return claim{node: n, attempt: att}, true, nil
@@ -794,6 +964,10 @@ func (e *engine) startAll(ctx context.Context, claimed []claim) error {
 	}
 	started := make([]store.StartAttemptParams, 0, len(claimed))
 	for _, c := range claimed {
+		if err := e.ensureSetup(ctx, c.node.ti.Pool); err != nil {
+			e.deliverLaunchError(c.node, c.attempt, err)
+			continue
+		}
 		spec, err := e.spec(c.node, c.attempt)
 		if err != nil {
 			e.deliverLaunchError(c.node, c.attempt, err)
@@ -834,23 +1008,14 @@ func (e *engine) deliverLaunchError(n *tiNode, att store.Attempt, err error) {
 func (e *engine) spec(n *tiNode, att store.Attempt) (executor.Spec, error) {
 	r := n.run
 	def := r.p.def
-	tz := def.Timezone
-	runDir := filepath.Join(e.o.Home, "runs", def.Name, r.key)
-	if err := os.MkdirAll(runDir, 0o755); err != nil {
+	rv := e.runVars(r)
+	if err := os.MkdirAll(rv.Dir, 0o755); err != nil {
 		return executor.Spec{}, fmt.Errorf("run directory: %w", err)
 	}
-	rv := dsl.RunVars{
-		ID:                RunID(r.run.Kind, r.run.LogicalDate.In(tz)),
-		Pipeline:          def.Name,
-		LogicalDate:       r.run.LogicalDate.In(tz),
-		DataIntervalStart: r.run.DataIntervalStart.In(tz),
-		DataIntervalEnd:   r.run.DataIntervalEnd.In(tz),
-		Kind:              string(r.run.Kind),
-		Dir:               runDir,
-	}
 	pv := dsl.PoolVars{Name: n.ti.Pool}
-	if pl, ok := e.o.Workspace.Pools[n.ti.Pool]; ok {
-		pv.Memory, pv.CPUs = pl.Memory, pl.CPUs
+	pl := e.o.Workspace.Pools[n.ti.Pool]
+	if pl != nil {
+		pv = pl.Vars()
 	}
 	cmd, err := n.task.Render(rv, pv)
 	if err != nil {
@@ -863,8 +1028,18 @@ func (e *engine) spec(n *tiNode, att store.Attempt) (executor.Spec, error) {
 	for k, v := range cmd.Env {
 		env = append(env, k+"="+v)
 	}
+	argv := cmd.Argv
+	var memory int64
+	if pl != nil {
+		launcher, err := pl.Launcher()
+		if err != nil {
+			return executor.Spec{}, fmt.Errorf("pool %s: %w", pl.Name, err)
+		}
+		argv = append(launcher, argv...)
+		memory = pl.Memory
+	}
 	return executor.Spec{
-		Argv: cmd.Argv, Env: env, Dir: cmd.Dir, LogPath: att.LogPath,
+		Argv: argv, Env: env, Dir: cmd.Dir, LogPath: att.LogPath, MemoryLimit: memory,
 		Timeout: n.task.Timeout, Grace: e.o.Grace,
 	}, nil
 }
@@ -933,8 +1108,14 @@ func (e *engine) complete(ctx context.Context, c completion) error {
 			p.State, p.TaskState = store.AttemptSuccess, store.TaskSuccess
 		case haveCode && code == SkipExitCode && !c.res.TimedOut:
 			p.State, p.TaskState = store.AttemptSkipped, store.TaskSkipped
+		case outOfMemory(c, code, haveCode) && e.escalation(n) != "":
+			// Retried at once on the larger pool, without using a retry.
+			p.State, p.TaskState, p.NextTryAt = store.AttemptOOM, store.TaskUpForRetry, now
 		default:
 			p.State, p.CountFailure = store.AttemptFailed, true
+			if outOfMemory(c, code, haveCode) {
+				p.State = store.AttemptOOM
+			}
 			if c.res.TimedOut {
 				p.Signal = "timeout"
 			}
@@ -960,7 +1141,33 @@ func (e *engine) complete(ctx context.Context, c completion) error {
 	if p.CountFailure {
 		n.ti.Failures++
 	}
+	att := c.attempt
+	att.State, att.EndedAt, att.ExitCode, att.Signal = p.State, now, p.ExitCode, p.Signal
+	if att.StartedAt.IsZero() || c.res.Duration > 0 {
+		att.StartedAt = now.Add(-c.res.Duration)
+	}
+	n.hist = append(n.hist, att)
+	n.route = nil
 	return nil
+}
+
+// outOfMemory says whether an attempt ended the way a memory kill ends: over
+// its pool's limit (the watchdog), exit code 137, or SIGKILL. A timeout or an
+// interrupt is not one.
+func outOfMemory(c completion, code int, haveCode bool) bool {
+	if c.res.TimedOut || c.res.Interrupted || c.launchErr != nil {
+		return false
+	}
+	return c.res.OOM || (haveCode && code == 137) || c.res.Signal == syscall.SIGKILL.String()
+}
+
+// escalation is the pool an attempt of n that ran out of memory is retried
+// on ("" if its pool escalates nowhere).
+func (e *engine) escalation(n *tiNode) string {
+	if pl := e.o.Workspace.Pools[n.ti.Pool]; pl != nil {
+		return pl.EscalateTo
+	}
+	return ""
 }
 
 // retryDelay is the wait before retry number k (1-based).

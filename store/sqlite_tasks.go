@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ClaimTask moves a task instance scheduled|up_for_retry -> queued with one
@@ -43,14 +44,14 @@ func (s *sqliteStore) ClaimTask(ctx context.Context, p ClaimTaskParams) (Attempt
 			State:          AttemptRunning,
 			Host:           p.Host,
 			LogPath:        strings.ReplaceAll(p.LogPath, "{try}", tryStr),
-			StatusPath:     strings.ReplaceAll(p.StatusPath, "{try}", tryStr),
+			Reason:         p.Reason,
 		}
 		err = tx.QueryRowContext(ctx, `
 			INSERT INTO attempts (task_instance_id, try_number, pool, state, host, pid, pid_start,
-			                      started_at, log_path, status_path)
+			                      started_at, log_path, reason)
 			VALUES (?, ?, ?, 'running', ?, 0, 0, ?, ?, ?)
 			RETURNING id`,
-			a.TaskInstanceID, a.TryNumber, a.Pool, a.Host, now, a.LogPath, a.StatusPath).Scan(&a.ID)
+			a.TaskInstanceID, a.TryNumber, a.Pool, a.Host, now, a.LogPath, a.Reason).Scan(&a.ID)
 		if isConstraint(err) {
 			return fmt.Errorf("store: claim task instance %d: attempt %d exists: %w", p.TaskInstanceID, try, ErrConflict)
 		}
@@ -108,7 +109,7 @@ func (s *sqliteStore) StartAttempt(ctx context.Context, p StartAttemptParams) er
 // the attempt running would make it look alive forever.
 func (s *sqliteStore) FinishAttempt(ctx context.Context, p FinishAttemptParams) error {
 	switch p.State {
-	case AttemptSuccess, AttemptFailed, AttemptSkipped, AttemptInterrupted, AttemptLost:
+	case AttemptSuccess, AttemptFailed, AttemptOOM, AttemptSkipped, AttemptInterrupted, AttemptLost:
 	default:
 		return fmt.Errorf("store: finish attempt %d: %q is not an outcome", p.AttemptID, p.State)
 	}
@@ -325,4 +326,36 @@ func (s *sqliteStore) ClearTasks(ctx context.Context, p ClearTasksParams) (int, 
 		return 0, err
 	}
 	return cleared, nil
+}
+
+func (s *sqliteStore) TaskDurations(ctx context.Context, p TaskDurationsParams) (map[string][]time.Duration, error) {
+	if p.Limit <= 0 {
+		p.Limit = 1000
+	}
+	out := map[string][]time.Duration{}
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `
+			SELECT task, d FROM (
+				SELECT ti.task AS task, a.ended_at - a.started_at AS d,
+				       ROW_NUMBER() OVER (PARTITION BY ti.task ORDER BY a.ended_at DESC) AS n
+				FROM attempts a
+				JOIN task_instances ti ON ti.id = a.task_instance_id
+				JOIN runs r ON r.id = ti.run_id
+				WHERE r.pipeline = ? AND a.state = 'success' AND a.ended_at IS NOT NULL
+			) WHERE n <= ? ORDER BY task, n`, p.Pipeline, p.Limit)
+		if err != nil {
+			return fmt.Errorf("store: task durations of %s: %w", p.Pipeline, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var task string
+			var d int64
+			if err := rows.Scan(&task, &d); err != nil {
+				return fmt.Errorf("store: task durations of %s: %w", p.Pipeline, err)
+			}
+			out[task] = append(out[task], time.Duration(d))
+		}
+		return rows.Err()
+	})
+	return out, err
 }

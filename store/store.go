@@ -83,6 +83,7 @@ const (
 	AttemptRunning     AttemptState = "running"     // process started, no outcome recorded yet
 	AttemptSuccess     AttemptState = "success"     // exited 0
 	AttemptFailed      AttemptState = "failed"      // non-zero exit, signal or timeout
+	AttemptOOM         AttemptState = "oom"         // killed for memory: over its pool's limit, exit 137 or SIGKILL
 	AttemptSkipped     AttemptState = "skipped"     // exited 99
 	AttemptInterrupted AttemptState = "interrupted" // stopped by Ctrl-C/SIGTERM of rewind; does not use a retry
 	AttemptLost        AttemptState = "lost"        // its scheduler died and no outcome was found; does not use a retry
@@ -145,7 +146,9 @@ type Attempt struct {
 	Signal         string    // e.g. "killed", "terminated"; "" if none
 	PeakRSS        int64     // bytes
 	LogPath        string
-	StatusPath     string // file the attempt's wrapper writes its exit status to
+	// Reason says why the attempt ran in its pool: "" for the task's own
+	// pool, else the hot-date rule or the escalation that chose it.
+	Reason string
 }
 
 // RunningAttempt is an attempt left in state running, with its context, for recovery.
@@ -257,7 +260,7 @@ type (
 		Pool           string
 		Host           string
 		LogPath        string // may contain "{try}", replaced by the new try number
-		StatusPath     string // likewise
+		Reason         string // why Pool: see Attempt.Reason
 		Now            time.Time
 	}
 	// StartAttemptParams records the process: task queued -> running.
@@ -309,6 +312,12 @@ type (
 		Task      string
 		TryNumber int
 	}
+	// TaskDurationsParams asks for the durations of the latest successful
+	// attempts of each task of a pipeline, at most Limit per task.
+	TaskDurationsParams struct {
+		Pipeline string
+		Limit    int
+	}
 	AdvanceWatermarkParams struct {
 		Pipeline string
 		Now      time.Time
@@ -347,6 +356,9 @@ type Store interface {
 	RunningAttempts(ctx context.Context) ([]RunningAttempt, error)
 	FindAttempt(ctx context.Context, p FindAttemptParams) (Attempt, error)
 	ClearTasks(ctx context.Context, p ClearTasksParams) (int, error)
+	// TaskDurations returns, per task, how long its latest successful
+	// attempts ran (newest first): the history that finds slow dates.
+	TaskDurations(ctx context.Context, p TaskDurationsParams) (map[string][]time.Duration, error)
 
 	// AdvanceWatermark recomputes the pipeline's watermark from its runs and returns it.
 	AdvanceWatermark(ctx context.Context, p AdvanceWatermarkParams) (Watermark, error)

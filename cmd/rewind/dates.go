@@ -19,6 +19,8 @@ type dateJSON struct {
 	DS                string `json:"ds"`
 	DataIntervalStart string `json:"data_interval_start"`
 	DataIntervalEnd   string `json:"data_interval_end"`
+	Pool              string `json:"pool"`
+	Reason            string `json:"reason"`
 }
 
 func newDatesCmd(g *globals) *cobra.Command {
@@ -67,22 +69,32 @@ end_date or --end (inclusive, on logical dates): exactly the runs that
 			if err != nil {
 				return exitWith(exitUsage, "pipeline %s: %v", p.Name, err)
 			}
+			var ivs []scheduler.Interval
+			for iv := range tt.Intervals(win) {
+				ivs = append(ivs, iv)
+			}
+			routes := scheduler.DateRoutes(cmd.Context(), p, ivs)
 			if asJSON {
-				out := []dateJSON{}
-				for iv := range tt.Intervals(win) {
-					out = append(out, dateJSON{
+				out := make([]dateJSON, len(ivs))
+				for i, iv := range ivs {
+					out[i] = dateJSON{
 						LogicalDate: iv.Start.Format(time.RFC3339), DS: iv.DS(),
 						DataIntervalStart: iv.Start.Format(time.RFC3339), DataIntervalEnd: iv.End.Format(time.RFC3339),
-					})
+						Pool: routes[i].Pool, Reason: routes[i].Reason,
+					}
 				}
 				enc := json.NewEncoder(g.stdout)
 				enc.SetIndent("", "  ")
+				enc.SetEscapeHTML(false)
 				return enc.Encode(out)
 			}
-			n := 0
-			for iv := range tt.Intervals(win) {
-				fmt.Fprintf(g.stdout, "%s  %s -> %s\n", iv.DS(), iv.Start.Format(time.RFC3339), iv.End.Format(time.RFC3339))
-				n++
+			n := len(ivs)
+			for i, iv := range ivs {
+				line := fmt.Sprintf("%s  %s -> %s  %s", iv.DS(), iv.Start.Format(time.RFC3339), iv.End.Format(time.RFC3339), routes[i].Pool)
+				if routes[i].Reason != "" {
+					line += "  (" + routes[i].Reason + ")"
+				}
+				fmt.Fprintln(g.stdout, line)
 			}
 			fmt.Fprintf(g.stderr, "%d due intervals\n", n)
 			return nil

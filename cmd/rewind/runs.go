@@ -35,6 +35,7 @@ type (
 	attemptJSON struct {
 		TryNumber int     `json:"try_number"`
 		Pool      string  `json:"pool"`
+		Reason    string  `json:"reason"`
 		State     string  `json:"state"`
 		ExitCode  *int    `json:"exit_code"`
 		Signal    string  `json:"signal,omitempty"`
@@ -80,6 +81,7 @@ attempt (try number, pool, exit code, start and end).`,
 				}
 				enc := json.NewEncoder(g.stdout)
 				enc.SetIndent("", "  ")
+				enc.SetEscapeHTML(false)
 				return enc.Encode(out)
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
@@ -114,7 +116,7 @@ func toRunJSON(r store.Run) runJSON {
 	for _, t := range r.Tasks {
 		tj := taskJSON{Task: t.Task, State: string(t.State), Pool: t.Pool, TryNumber: t.TryNumber, Attempts: []attemptJSON{}}
 		for _, a := range t.Attempts {
-			aj := attemptJSON{TryNumber: a.TryNumber, Pool: a.Pool, State: string(a.State), ExitCode: a.ExitCode,
+			aj := attemptJSON{TryNumber: a.TryNumber, Pool: a.Pool, Reason: a.Reason, State: string(a.State), ExitCode: a.ExitCode,
 				Signal: a.Signal, StartedAt: a.StartedAt.UTC().Format(time.RFC3339Nano), PeakRSS: a.PeakRSS, LogPath: a.LogPath}
 			if !a.EndedAt.IsZero() {
 				e := a.EndedAt.UTC().Format(time.RFC3339Nano)

@@ -60,7 +60,7 @@ CREATE TABLE attempts (
     try_number       INTEGER NOT NULL CHECK (try_number >= 1),
     pool             TEXT    NOT NULL DEFAULT '',
     state            TEXT    NOT NULL DEFAULT 'running'
-                             CHECK (state IN ('running', 'success', 'failed', 'skipped',
+                             CHECK (state IN ('running', 'success', 'failed', 'oom', 'skipped',
                                               'interrupted', 'lost')),
     host             TEXT    NOT NULL DEFAULT '',
     pid              INTEGER NOT NULL DEFAULT 0,
@@ -71,7 +71,7 @@ CREATE TABLE attempts (
     signal           TEXT    NOT NULL DEFAULT '',
     peak_rss         INTEGER NOT NULL DEFAULT 0,
     log_path         TEXT    NOT NULL DEFAULT '',
-    status_path      TEXT    NOT NULL DEFAULT '',
+    reason           TEXT    NOT NULL DEFAULT '',
     UNIQUE (task_instance_id, try_number)
 ) STRICT;
 

@@ -66,6 +66,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Leases", testLeases},
 		{"LeaseStaleTakeover", testLeaseStale},
 		{"InTxCommitsTogether", testInTxCommit},
+		{"TaskDurations", testTaskDurations},
 		{"InTxRollsBack", testInTxRollback},
 		{"ConcurrentClaims", func(t *testing.T, st store.Store) { ClaimRace(t, []store.Store{st}, 8) }},
 	}
@@ -641,7 +642,7 @@ func testHappyPath(t *testing.T, st store.Store) {
 
 	a, err := st.ClaimTask(ctx, store.ClaimTaskParams{
 		TaskInstanceID: ti.ID, Pool: "large", Host: "host-a", Now: now,
-		LogPath: "/logs/p/2025-07-01/extract.{try}.log", StatusPath: "/logs/p/2025-07-01/extract.{try}.status",
+		LogPath: "/logs/p/2025-07-01/extract.{try}.log", Reason: "hot_dates",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -650,8 +651,8 @@ func testHappyPath(t *testing.T, st store.Store) {
 		a.Pool != "large" || a.Host != "host-a" || a.PID != 0 || a.ExitCode != nil || !a.EndedAt.IsZero() {
 		t.Errorf("claimed attempt = %+v", a)
 	}
-	if a.LogPath != "/logs/p/2025-07-01/extract.1.log" || a.StatusPath != "/logs/p/2025-07-01/extract.1.status" {
-		t.Errorf("paths = %q, %q; want {try} replaced by 1", a.LogPath, a.StatusPath)
+	if a.LogPath != "/logs/p/2025-07-01/extract.1.log" || a.Reason != "hot_dates" {
+		t.Errorf("log path %q, reason %q; want {try} replaced by 1 and the reason kept", a.LogPath, a.Reason)
 	}
 	got := reload(t, st, ti.ID)
 	if got.State != store.TaskQueued || got.TryNumber != 1 || got.Pool != "large" {
@@ -1287,4 +1288,36 @@ func testInTxRollback(t *testing.T, st store.Store) {
 	}
 	// The store still works after a rollback.
 	claim(t, st, id)
+}
+
+// TaskDurations reports the latest successful attempts' durations per task.
+func testTaskDurations(t *testing.T, st store.Store) {
+	runs := materialize(t, st, "p", store.KindScheduled, daily(time.UTC, date(2025, 7, 1), 3), "a", "b")
+	for i, r := range runs {
+		for _, ti := range r.Tasks {
+			att, err := st.ClaimTask(ctx, store.ClaimTaskParams{TaskInstanceID: ti.ID, Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.StartAttempt(ctx, store.StartAttemptParams{AttemptID: att.ID, PID: 1, Now: now}); err != nil {
+				t.Fatal(err)
+			}
+			state, task := store.AttemptSuccess, store.TaskSuccess
+			if ti.Task == "b" && i == 2 {
+				state, task = store.AttemptFailed, store.TaskFailed
+			}
+			if err := st.FinishAttempt(ctx, store.FinishAttemptParams{AttemptID: att.ID, State: state, TaskState: task,
+				Now: now.Add(time.Duration(i+1) * time.Minute)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	got, err := st.TaskDurations(ctx, store.TaskDurationsParams{Pipeline: "p", Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]time.Duration{"a": {3 * time.Minute, 2 * time.Minute}, "b": {2 * time.Minute, time.Minute}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("TaskDurations = %v; want %v (newest first, successes only, at most 2)", got, want)
+	}
 }
