@@ -127,6 +127,12 @@ type scope struct {
 	each bool // inside a block with for_each
 	run  bool // run.* (templates evaluated per run)
 	pool bool // pool.* (task templates evaluated per attempt; a pool's launcher, setup and teardown)
+	// requires: a requires block's path or command, rendered per date
+	// before any attempt exists, so without pool.*.
+	requires bool
+	// notify: a notify block's command, run once per backfill report,
+	// outside any run and any pool.
+	notify bool
 }
 
 func hasAttr(attrs map[string]cty.Type, name string) bool {
@@ -186,6 +192,8 @@ func (l *loader) checkRefs(expr hcl.Expression, sc scope) hcl.Diagnostics {
 			}
 		case "run":
 			switch {
+			case sc.notify:
+				errorf(tr.SourceRange(), "run.* not available here", "A notify block belongs to the workspace, not to a run: its command runs once per backfill report (the report's path in $REWIND_REPORT, its text on stdin) and may not refer to run.*.")
 			case !sc.run && sc.pool:
 				errorf(tr.SourceRange(), "run.* not available here", "A pool's launcher, setup and teardown belong to the pool, not to a run: they may refer to pool.name, pool.memory and pool.cpus, not to run.*.")
 			case !sc.run:
@@ -197,6 +205,10 @@ func (l *loader) checkRefs(expr hcl.Expression, sc scope) hcl.Diagnostics {
 			}
 		case "pool":
 			switch {
+			case sc.notify:
+				errorf(tr.SourceRange(), "pool.* not available here", "A notify block belongs to the workspace, not to a pool: its command may not refer to pool.*.")
+			case sc.requires:
+				errorf(tr.SourceRange(), "pool.* not available here", "A requires check runs for a date before any attempt is placed in a pool: its path and command may refer to run.*, not to pool.*.")
 			case !sc.pool:
 				errorf(tr.SourceRange(), "pool.* not available here", "pool.* is known only when an attempt is placed in a pool: use it in a task's command, env and workdir, or in a pool's launcher, setup and teardown.")
 			case attr == "":
@@ -208,6 +220,8 @@ func (l *loader) checkRefs(expr hcl.Expression, sc scope) hcl.Diagnostics {
 			errorf(tr.SourceRange(), "Task reference outside depends_on", "References to tasks (task.NAME) are only valid in depends_on.")
 		case "limit":
 			errorf(tr.SourceRange(), "Limit reference outside limits", "References to limits (limit.NAME) are only valid in a task's limits.")
+		case "pipeline":
+			errorf(tr.SourceRange(), "Pipeline reference outside consumes", "References to pipelines (pipeline.NAME) are only valid in a pipeline's consumes.")
 		default:
 			errorf(tr.SourceRange(), "Unknown variable", "There is no variable named %q. Expressions may refer to var.NAME, local.NAME, each.key, each.value, run.NAME and pool.NAME.", root)
 		}

@@ -70,6 +70,33 @@ locals {
 variable "v" {
   type = list(number)
 }`))
+	f.Add([]byte(`pipeline "load" {
+  for_each   = toset(["x", "y"])
+  schedule   = "@daily"
+  start_date = "2025-07-01"
+  consumes   = [pipeline.load, pipeline.report["k"], "x"]
+  requires "a" {
+    path    = "data/${run.ds}/${pool.name}"
+    command = ["test", run.nope]
+  }
+  requires "a" {}
+  task "a" {
+    command = "true"
+  }
+}
+pipeline "report" {
+  schedule   = "@daily"
+  start_date = "2025-07-01"
+  consumes   = [pipeline.load["x"], pipeline.nope]
+  task "a" {
+    command = pipeline.load
+  }
+}
+notify "n" {
+  webhook = "ftp://x"
+  command = [run.ds]
+}
+notify "n" {}`))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		dir := t.TempDir()
 		name := filepath.Join(dir, "main.hcl")
@@ -113,6 +140,15 @@ variable "v" {
 				_, _ = p.Skew.HotWhen(RunVars{})
 				_, _ = p.Skew.ProbeCommand(RunVars{})
 			}
+			// Check would run the fuzzed command: only Describe is called.
+			for _, r := range p.Requires {
+				_ = r.Describe()
+			}
+			_ = ws.Consumers(p.Name)
+			_ = p.DateEnv(RunVars{})
+		}
+		for _, n := range ws.Notifies {
+			_, _ = n.Command()
 		}
 	})
 }

@@ -27,6 +27,9 @@ type hashPipeline struct {
 	Skew           *hashSkew
 	Pools          map[string]hashPool
 	Limits         map[string]hashLimit
+	// Consumes is left out of the JSON when empty, so that the hash of a
+	// pipeline that consumes nothing is the one it had before consumes existed.
+	Consumes []string `json:",omitempty"`
 }
 
 // hashPool is a pool the pipeline uses: a task's, a skew block's, or one
@@ -84,6 +87,7 @@ func (l *loader) hashPipeline(p *Pipeline) string {
 		Params:         p.Params,
 		Pools:          map[string]hashPool{},
 		Limits:         map[string]hashLimit{},
+		Consumes:       p.Consumes,
 	}
 	if !p.EndDate.IsZero() {
 		h.EndDate = p.EndDate.Format(time.RFC3339)

@@ -174,11 +174,12 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "pipeline", LabelNames: []string{"name"}},
 		{Type: "variable", LabelNames: []string{"name"}},
 		{Type: "locals"},
+		{Type: "notify", LabelNames: []string{"name"}},
 	},
 }
 
 func (l *loader) decode(bodies []hcl.Body) {
-	var pools, limits, pipelines, variables, locals []*hcl.Block
+	var pools, limits, pipelines, variables, locals, notifies []*hcl.Block
 	for _, body := range bodies {
 		content, diags := body.Content(rootSchema)
 		l.diags = append(l.diags, diags...)
@@ -194,6 +195,8 @@ func (l *loader) decode(bodies []hcl.Body) {
 				variables = append(variables, b)
 			case "locals":
 				locals = append(locals, b)
+			case "notify":
+				notifies = append(notifies, b)
 			}
 		}
 	}
@@ -210,6 +213,7 @@ func (l *loader) decode(bodies []hcl.Body) {
 	l.decodePools(pools)
 	l.decodeLimits(limits)
 	l.decodePipelines(pipelines)
+	l.decodeNotifies(notifies)
 }
 
 // dedupe drops repeated diagnostics: an expression evaluated once per

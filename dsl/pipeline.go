@@ -32,10 +32,12 @@ var pipelineSchema = &hcl.BodySchema{
 		{Name: "tags"},
 		{Name: "params"},
 		{Name: "for_each"},
+		{Name: "consumes"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "task", LabelNames: []string{"name"}},
 		{Type: "skew"},
+		{Type: "requires", LabelNames: []string{"name"}},
 	},
 }
 
@@ -79,6 +81,8 @@ func fileDir(r hcl.Range) string {
 
 func (l *loader) decodePipelines(blocks []*hcl.Block) {
 	byName := map[string]*Pipeline{}
+	labels := map[string]bool{} // label -> the block sets for_each
+	var decls []*pipelineDecl
 	for _, b := range blocks {
 		label := b.Labels[0]
 		if !l.checkName("pipeline", label, b) {
@@ -87,6 +91,13 @@ func (l *loader) decodePipelines(blocks []*hcl.Block) {
 		content, diags := b.Body.Content(pipelineSchema)
 		l.diags = append(l.diags, diags...)
 		forEach := content.Attributes["for_each"]
+		if _, dup := labels[label]; !dup {
+			labels[label] = forEach != nil
+		}
+		var refs []pipeRef
+		if attr := content.Attributes["consumes"]; attr != nil {
+			refs = l.decodeConsumes(attr)
+		}
 		for _, inst := range l.expand(label, forEach, l.ctx, scope{}) {
 			if prev := byName[inst.name]; prev != nil {
 				l.errorf(b.DefRange, "Duplicate pipeline", "A pipeline named %q was already declared at %s. Pipeline names must be unique.", inst.name, prev.DeclRange)
@@ -95,9 +106,15 @@ func (l *loader) decodePipelines(blocks []*hcl.Block) {
 			p := l.decodePipeline(b, content, inst, forEach != nil)
 			byName[p.Name] = p
 			l.ws.Pipelines = append(l.ws.Pipelines, p)
+			decls = append(decls, &pipelineDecl{p: p, multi: forEach != nil, refs: refs, ranges: map[string]hcl.Range{}})
 		}
 	}
 	sort.Slice(l.ws.Pipelines, func(i, j int) bool { return l.ws.Pipelines[i].Name < l.ws.Pipelines[j].Name })
+	sort.Slice(decls, func(i, j int) bool { return decls[i].p.Name < decls[j].p.Name })
+	l.resolveConsumes(decls, labels)
+	for _, p := range l.ws.Pipelines {
+		p.Hash = l.hashPipeline(p)
+	}
 }
 
 func (l *loader) decodePipeline(b *hcl.Block, content *hcl.BodyContent, inst instance, each bool) *Pipeline {
@@ -201,7 +218,7 @@ func (l *loader) decodePipeline(b *hcl.Block, content *hcl.BodyContent, inst ins
 	}
 
 	var skewBlock *hcl.Block
-	var taskBlocks []*hcl.Block
+	var taskBlocks, requiresBlocks []*hcl.Block
 	for _, blk := range content.Blocks {
 		switch blk.Type {
 		case "skew":
@@ -212,12 +229,14 @@ func (l *loader) decodePipeline(b *hcl.Block, content *hcl.BodyContent, inst ins
 			skewBlock = blk
 		case "task":
 			taskBlocks = append(taskBlocks, blk)
+		case "requires":
+			requiresBlocks = append(requiresBlocks, blk)
 		}
 	}
 	if skewBlock != nil {
 		p.Skew = l.decodeSkew(skewBlock, p, ctx, sc)
 	}
 	l.decodeTasks(p, b, taskBlocks, ctx, sc)
-	p.Hash = l.hashPipeline(p)
+	l.decodeRequires(p, requiresBlocks, ctx, sc)
 	return p
 }

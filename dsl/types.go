@@ -23,6 +23,50 @@ type Workspace struct {
 	Pipelines []*Pipeline
 	// Limits are the declared limit blocks, by name.
 	Limits map[string]*Limit
+	// Notifies are the notify blocks: where backfill reports go, by name.
+	Notifies []*Notify
+}
+
+// Consumers returns the pipelines that consume pipeline name (consumes =
+// [pipeline.name]), sorted by name.
+func (w *Workspace) Consumers(name string) []*Pipeline {
+	var out []*Pipeline
+	for _, p := range w.Pipelines {
+		for _, c := range p.Consumes {
+			if c == name {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Requirement is a check of a pipeline's source data for one date: a path
+// glob that must match at least one file, or a command that must exit 0.
+type Requirement struct {
+	Name      string
+	DeclRange hcl.Range
+
+	path    hcl.Expression // nil when unset
+	command hcl.Expression // nil when unset
+	text    string         // the path or command as written, for Describe
+	ctx     *hcl.EvalContext
+	dir     string
+	loc     *time.Location
+	pipe    string
+}
+
+// Notify is where a backfill's report is sent: a command (the report's path
+// in $REWIND_REPORT, its text on stdin) and/or a webhook (a JSON POST).
+type Notify struct {
+	Name      string
+	Webhook   string // "" when unset
+	DeclRange hcl.Range
+
+	command hcl.Expression // nil when unset
+	ctx     *hcl.EvalContext
+	dir     string
 }
 
 // Pipeline returns the pipeline called name, or nil.
@@ -88,6 +132,11 @@ type Pipeline struct {
 	// Tasks in a topological order (every task after its dependencies), ties by name.
 	Tasks []*Task
 	Skew  *Skew // nil when the pipeline has no skew block
+	// Consumes names the pipelines this one reads (consumes =
+	// [pipeline.NAME]): date D of this pipeline depends on date D of those.
+	Consumes []string
+	// Requires are the source checks a backfill runs for every date first.
+	Requires []*Requirement
 	// Dir is the directory of the file that declares the pipeline.
 	Dir string
 	// Hash identifies the definition: it changes when anything that affects runs changes.

@@ -1,0 +1,309 @@
+package dsl
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+)
+
+// RequirementTimeout bounds the command of a requires block: a check still
+// running after it fails.
+const RequirementTimeout = 5 * time.Minute
+
+// requirementTimeout is RequirementTimeout, shortened by tests.
+var requirementTimeout = RequirementTimeout
+
+// requirementStderrLimit is how much of a failing check's stderr is kept.
+const requirementStderrLimit = 64 << 10
+
+var requiresSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "path"},
+		{Name: "command"},
+	},
+}
+
+// decodeRequires reads the requires blocks of pipeline p. ctx and sc are
+// the pipeline's (each.* of a for_each instance); path and command may
+// refer to run.* as well.
+func (l *loader) decodeRequires(p *Pipeline, blocks []*hcl.Block, ctx *hcl.EvalContext, sc scope) {
+	byName := map[string]*Requirement{}
+	dateScope := sc
+	dateScope.run = true
+	dateScope.requires = true
+	for _, b := range blocks {
+		name := b.Labels[0]
+		if !l.checkName("requires", name, b) {
+			continue
+		}
+		if prev := byName[name]; prev != nil {
+			l.errorf(b.DefRange, "Duplicate requires block", "The pipeline %q already has a requires block named %q at %s. Requirement names must be unique within a pipeline.", p.Label, name, prev.DeclRange)
+			continue
+		}
+		r := &Requirement{
+			Name:      name,
+			DeclRange: b.DefRange,
+			ctx:       ctx,
+			dir:       p.Dir,
+			loc:       p.Timezone,
+			pipe:      p.Name,
+		}
+		byName[name] = r
+		p.Requires = append(p.Requires, r)
+
+		content, diags := b.Body.Content(requiresSchema)
+		l.diags = append(l.diags, diags...)
+		pathAttr, cmdAttr := content.Attributes["path"], content.Attributes["command"]
+		switch {
+		case pathAttr == nil && cmdAttr == nil:
+			l.errorf(b.DefRange, "Requires block without path or command", "The requires block %q sets neither path nor command: set path (a glob that must match at least one file) or command (which must exit 0).", name)
+		case pathAttr != nil && cmdAttr != nil:
+			first, second := pathAttr, cmdAttr
+			if second.Range.Start.Byte < first.Range.Start.Byte {
+				first, second = second, first
+			}
+			l.errorf(second.NameRange, "Conflicting requires arguments", "The requires block %q sets both path and command (%s at %s): a requirement is a path glob or a command, not both. Keep one, or split them into two requires blocks.", name, first.Name, first.NameRange)
+		}
+		if pathAttr != nil {
+			if l.checkRequiresPath(pathAttr, ctx, dateScope) && cmdAttr == nil {
+				r.path = pathAttr.Expr
+				r.text = pathText(l.ws.Files, pathAttr.Expr)
+			}
+		}
+		if cmdAttr != nil {
+			before := len(l.diags)
+			v := l.eval(cmdAttr.Expr, ctx, dateScope)
+			if l.checkCommandType(cmdAttr, v) && !hasErrorsSince(l.diags, before) && pathAttr == nil {
+				r.command = cmdAttr.Expr
+				r.text = sourceText(l.ws.Files, cmdAttr.Expr.Range())
+			}
+		}
+	}
+}
+
+// checkRequiresPath checks a requires path at load time: a string, not
+// empty, and a valid glob when it does not depend on the run. It reports
+// false after an error.
+func (l *loader) checkRequiresPath(attr *hcl.Attribute, ctx *hcl.EvalContext, sc scope) bool {
+	before := len(l.diags)
+	v := l.eval(attr.Expr, ctx, sc)
+	cv, ok := l.convert(attr, v, cty.String, true)
+	if hasErrorsSince(l.diags, before) {
+		return false
+	}
+	if !ok {
+		return true // depends on run.*: checked for each date
+	}
+	s := cv.AsString()
+	if strings.TrimSpace(s) == "" {
+		l.errorf(attr.Expr.Range(), "Invalid path", "path must not be empty: it is a glob, relative to the directory of this file, that must match at least one file.")
+		return false
+	}
+	if _, err := filepath.Match(s, ""); err != nil {
+		l.errorf(attr.Expr.Range(), "Invalid path", "%q is not a valid glob: %s.", s, err)
+		return false
+	}
+	return true
+}
+
+func hasErrorsSince(diags hcl.Diagnostics, n int) bool {
+	return n < len(diags) && diags[n:].HasErrors()
+}
+
+// pathText is a path expression as written, without the quotes of a plain
+// quoted template: data/${run.ds}.csv for "data/${run.ds}.csv".
+func pathText(files map[string]*hcl.File, expr hcl.Expression) string {
+	text := sourceText(files, expr.Range())
+	if _, ok := expr.(*hclsyntax.TemplateExpr); ok && len(text) >= 2 && text[0] == '"' && text[len(text)-1] == '"' {
+		return text[1 : len(text)-1]
+	}
+	return text
+}
+
+// Describe is the requirement as written in the file, for plans: "path
+// data/transactions/${run.ds}.csv" or "command [...]".
+func (r *Requirement) Describe() string {
+	switch {
+	case r == nil:
+		return ""
+	case r.path != nil:
+		return "path " + r.text
+	case r.command != nil:
+		return "command " + r.text
+	}
+	return ""
+}
+
+// Check runs the requirement for one date: nil when satisfied, else an
+// error that says what is missing ("no file matches
+// data/transactions/2025-07-03.csv", or "command exited 1: <first line of
+// its stderr>"). A path is a glob relative to the directory of the
+// pipeline's file that must match at least one file (not a directory); a
+// command runs in that directory with the process environment plus the
+// date's REWIND_* variables (Pipeline.DateEnv), for at most
+// RequirementTimeout.
+func (r *Requirement) Check(ctx context.Context, rv RunVars) error {
+	if r == nil || (r.path == nil && r.command == nil) {
+		return errors.New("the requirement sets neither path nor command")
+	}
+	evalCtx := runContext(r.ctx, runValue(rv, r.pipe, r.loc), nil)
+	if r.path != nil {
+		return r.checkPath(evalCtx)
+	}
+	return r.checkCommand(ctx, evalCtx, rv)
+}
+
+func (r *Requirement) checkPath(evalCtx *hcl.EvalContext) error {
+	v, diags := r.path.Value(evalCtx)
+	if diags.HasErrors() {
+		return fmt.Errorf("path: %w", diags)
+	}
+	sv, err := convert.Convert(unmark(v), cty.String)
+	if err != nil || sv.IsNull() || !sv.IsKnown() {
+		return errors.New("path must be a string")
+	}
+	pattern := sv.AsString()
+	matches, err := filepath.Glob(resolveDir(r.dir, pattern))
+	if err != nil {
+		return fmt.Errorf("path %s is not a valid glob: %w", pattern, err)
+	}
+	dirs := 0
+	for _, m := range matches {
+		info, err := os.Stat(m)
+		if err != nil {
+			continue
+		}
+		if info.IsDir() {
+			dirs++
+			continue
+		}
+		return nil
+	}
+	if dirs > 0 {
+		return fmt.Errorf("no file matches %s (only directories do)", pattern)
+	}
+	return fmt.Errorf("no file matches %s", pattern)
+}
+
+func (r *Requirement) checkCommand(ctx context.Context, evalCtx *hcl.EvalContext, rv RunVars) error {
+	v, diags := r.command.Value(evalCtx)
+	if diags.HasErrors() {
+		return fmt.Errorf("command: %w", diags)
+	}
+	argv, err := commandArgv(unmark(v))
+	if err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	timeout := requirementTimeout
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, argv[0], argv[1:]...)
+	cmd.Dir = r.dir
+	cmd.Env = append(os.Environ(), dateEnv(rv, r.pipe, r.loc)...)
+	stderr := &limitedBuffer{max: requirementStderrLimit}
+	cmd.Stderr = stderr
+	// The check and whatever it starts form a process group, killed as a
+	// whole when the timeout passes or ctx is cancelled.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 2 * time.Second
+	err = cmd.Run()
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil, errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success():
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("command interrupted: %w", ctx.Err())
+	case errors.Is(cctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("command did not finish within %s", timeout)
+	case cmd.Process == nil:
+		return fmt.Errorf("command cannot start: %w", err)
+	case errors.As(err, &exitErr):
+		line := firstLine(stderr.String())
+		status := fmt.Sprintf("command exited %d", exitErr.ExitCode())
+		if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			status = "command killed by " + ws.Signal().String()
+		}
+		if line == "" {
+			return errors.New(status)
+		}
+		return fmt.Errorf("%s: %s", status, line)
+	default:
+		return fmt.Errorf("command: %w", err)
+	}
+}
+
+// firstLine is the first non-blank line of s, trimmed.
+func firstLine(s string) string {
+	for _, line := range strings.Split(s, "\n") {
+		if t := strings.TrimSpace(line); t != "" {
+			return t
+		}
+	}
+	return ""
+}
+
+// limitedBuffer keeps the first max bytes written to it and discards the rest.
+type limitedBuffer struct {
+	buf bytes.Buffer
+	max int
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.buf.Len(); room > 0 {
+		if len(p) > room {
+			b.buf.Write(p[:room])
+		} else {
+			b.buf.Write(p)
+		}
+	}
+	return len(p), nil
+}
+
+func (b *limitedBuffer) String() string { return b.buf.String() }
+
+// DateEnv is the environment that describes one date of the pipeline to a
+// requires command: REWIND_PIPELINE, REWIND_DS, REWIND_DS_NODASH,
+// REWIND_LOGICAL_DATE, REWIND_DATA_INTERVAL_START and
+// REWIND_DATA_INTERVAL_END, as NAME=VALUE entries, with the dates in the
+// pipeline's timezone (RFC 3339 for the times). rv.Pipeline, when set,
+// replaces the pipeline's name.
+func (p *Pipeline) DateEnv(rv RunVars) []string {
+	if p == nil {
+		return dateEnv(rv, "", nil)
+	}
+	return dateEnv(rv, p.Name, p.Timezone)
+}
+
+func dateEnv(rv RunVars, pipeline string, loc *time.Location) []string {
+	if loc == nil {
+		loc = time.UTC
+	}
+	if rv.Pipeline != "" {
+		pipeline = rv.Pipeline
+	}
+	ld := rv.LogicalDate.In(loc)
+	return []string{
+		"REWIND_PIPELINE=" + pipeline,
+		"REWIND_DS=" + ld.Format(dateOnly),
+		"REWIND_DS_NODASH=" + ld.Format("20060102"),
+		"REWIND_LOGICAL_DATE=" + ld.Format(time.RFC3339),
+		"REWIND_DATA_INTERVAL_START=" + rv.DataIntervalStart.In(loc).Format(time.RFC3339),
+		"REWIND_DATA_INTERVAL_END=" + rv.DataIntervalEnd.In(loc).Format(time.RFC3339),
+	}
+}
