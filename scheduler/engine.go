@@ -48,9 +48,21 @@ type Options struct {
 	Wait bool
 	// Grace is how long running attempts get to stop on interrupt (default 10s).
 	Grace time.Duration
+	// Backfill, when set, also executes the runs of that backfill (of its
+	// pipeline, which must be selected). Without it, runs of backfills are
+	// left alone: only `rewind backfill apply` runs them.
+	Backfill *BackfillRun
 	// OnProgress is called after every change of the counts (from one goroutine).
 	OnProgress func(Progress)
 	Log        *slog.Logger
+}
+
+// BackfillRun says how the runs of one backfill execute.
+type BackfillRun struct {
+	ID            string
+	Pipeline      string
+	MaxActiveRuns int  // 0: the pipeline's max_active_runs
+	Reverse       bool // newest logical date first
 }
 
 // Progress counts the runs of one execution.
@@ -105,6 +117,7 @@ type pipe struct {
 	watermarkDirty bool
 	watermarkAt    time.Time
 	maxRuns        int
+	maxFills       int // max_active_runs of the backfill's runs
 	activeRuns     int // admitted scheduled and manual runs
 	activeFills    int // admitted backfill runs: their own max_active_runs
 	activeTasks    int
@@ -156,6 +169,7 @@ type engine struct {
 	active   []*runNode // admitted, unfinished
 	byTI     map[int64]*tiNode
 	poolUsed map[string]int
+	poolFill map[string]int // the part of poolUsed taken by backfill attempts
 	// limitUsed counts running attempts per limit; limitStarts keeps each
 	// limit's recent attempt starts, for its rate.
 	limitUsed   map[string]int
@@ -212,7 +226,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 
 	e := &engine{
 		o: o, st: o.Store, host: self.Host, log: o.Log,
-		pipes: map[string]*pipe{}, byTI: map[int64]*tiNode{}, poolUsed: map[string]int{},
+		pipes: map[string]*pipe{}, byTI: map[int64]*tiNode{}, poolUsed: map[string]int{}, poolFill: map[string]int{},
 		limitUsed: map[string]int{}, limitStarts: map[string][]time.Time{}, pools: map[string]*poolLife{},
 		probes: map[*dsl.Skew]*probeResult{},
 		events: make(chan completion, 64), summary: &Summary{},
@@ -235,6 +249,10 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		p := &pipe{def: def, maxRuns: def.MaxActiveRuns}
 		if o.MaxActiveRuns > 0 {
 			p.maxRuns = o.MaxActiveRuns
+		}
+		p.maxFills = p.maxRuns
+		if b := o.Backfill; b != nil && b.Pipeline == def.Name && b.MaxActiveRuns > 0 {
+			p.maxFills = b.MaxActiveRuns
 		}
 		e.pipes[def.Name] = p
 		e.order = append(e.order, p)
@@ -320,6 +338,10 @@ func (e *engine) load(ctx context.Context) error {
 		}
 		var prev *runNode
 		for _, r := range runs {
+			if r.Kind == store.KindBackfill && r.State != store.RunSuccess && r.State != store.RunFailed &&
+				(e.o.Backfill == nil || r.BackfillID != e.o.Backfill.ID) {
+				continue // another backfill's run: its apply runs it
+			}
 			n := e.node(p, r)
 			n.prev = prev
 			prev = n
@@ -343,9 +365,17 @@ func (e *engine) load(ctx context.Context) error {
 				n.done = true
 			}
 		}
-		// Scheduled and manual runs outrank backfill runs in the queue.
+		// Scheduled and manual runs outrank backfill runs in the queue; a
+		// reverse backfill runs newest first.
+		reverse := e.o.Backfill != nil && e.o.Backfill.Reverse
 		sort.SliceStable(p.queued, func(i, j int) bool {
-			return p.queued[i].run.Kind != store.KindBackfill && p.queued[j].run.Kind == store.KindBackfill
+			a, b := p.queued[i].run, p.queued[j].run
+			if fa, fb := a.Kind == store.KindBackfill, b.Kind == store.KindBackfill; fa != fb {
+				return fb
+			} else if fa && reverse {
+				return a.LogicalDate.After(b.LogicalDate)
+			}
+			return false
 		})
 	}
 	e.runProbes(ctx)
@@ -487,6 +517,9 @@ func ignoreConflict(err error) error {
 func (e *engine) startRunning(n *tiNode) {
 	e.running++
 	e.poolUsed[n.ti.Pool]++
+	if n.run.run.Kind == store.KindBackfill {
+		e.poolFill[n.ti.Pool]++
+	}
 	e.poolBusy(n.ti.Pool)
 	if n.task != nil {
 		for _, l := range n.task.Limits {
@@ -500,6 +533,9 @@ func (e *engine) startRunning(n *tiNode) {
 func (e *engine) stopRunning(n *tiNode) {
 	e.running--
 	e.poolUsed[n.ti.Pool]--
+	if n.run.run.Kind == store.KindBackfill {
+		e.poolFill[n.ti.Pool]--
+	}
 	if e.poolUsed[n.ti.Pool] == 0 {
 		e.poolIdle(n.ti.Pool)
 	}
@@ -617,7 +653,7 @@ func (e *engine) pass(ctx context.Context) (time.Time, []claim, error) {
 			kept := p.queued[:0]
 			for _, n := range p.queued {
 				fill := n.run.Kind == store.KindBackfill
-				if (fill && p.activeFills >= p.maxRuns) || (!fill && p.activeRuns >= p.maxRuns) {
+				if (fill && p.activeFills >= p.maxFills) || (!fill && p.activeRuns >= p.maxRuns) {
 					kept = append(kept, n)
 					continue
 				}
@@ -802,11 +838,11 @@ func (e *engine) fits(n *tiNode, pool string, now time.Time) (bool, time.Time) {
 	if p.def.MaxActiveTasks > 0 && p.activeTasks >= p.def.MaxActiveTasks {
 		return false, time.Time{}
 	}
-	slots := e.poolSlots(pool)
-	if pl := e.o.Workspace.Pools[pool]; pl != nil && n.run.run.Kind == store.KindBackfill {
-		slots -= pl.ReservedForScheduled
+	if e.poolUsed[pool] >= e.poolSlots(pool) {
+		return false, time.Time{}
 	}
-	if e.poolUsed[pool] >= slots {
+	if pl := e.o.Workspace.Pools[pool]; pl != nil && n.run.run.Kind == store.KindBackfill &&
+		e.poolFill[pool] >= pl.Slots-pl.ReservedForScheduled {
 		return false, time.Time{}
 	}
 	var wake time.Time

@@ -232,7 +232,8 @@ pipeline "p" {
 	if _, err := e.st.MaterializeRuns(ctx, store.MaterializeRunsParams{Pipeline: "p", Kind: store.KindBackfill, BackfillID: "b1", Runs: specs, Tasks: []store.TaskSpec{{Name: "t", Pool: "shared"}}, Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	e.run(scheduler.Options{Now: utc("2025-07-01T00:00:00Z")}) // due: 2025-06-30, scheduled
+	// Applying the backfill also runs what is due: 2025-06-30, scheduled.
+	e.run(scheduler.Options{Now: utc("2025-07-01T00:00:00Z"), Backfill: &scheduler.BackfillRun{ID: "b1", Pipeline: "p"}})
 	backfill, peak, scheduledAt, starts := 0, 0, -1, 0
 	for _, l := range e.events("events.log") {
 		switch l {

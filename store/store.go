@@ -177,6 +177,34 @@ type Lease struct {
 	ExpiresAt time.Time
 }
 
+// BackfillState is where a backfill stands.
+type BackfillState string
+
+// Backfill states.
+const (
+	BackfillRunning   BackfillState = "running"   // apply is at Phase (or died there: apply --resume continues)
+	BackfillSuccess   BackfillState = "success"   // every phase done, every run succeeded
+	BackfillFailed    BackfillState = "failed"    // a source check or a run failed
+	BackfillCancelled BackfillState = "cancelled" // rewind backfill cancel
+)
+
+// Backfill is a window of a pipeline re-run as an executable plan.
+type Backfill struct {
+	ID            string
+	Pipeline      string
+	From, To      time.Time // logical dates, inclusive
+	Reprocess     string    // none | failed | completed
+	Reverse       bool
+	MaxActiveRuns int
+	State         BackfillState
+	Phase         string   // the phase apply is in or finished last
+	Detail        string   // what the last phase found (e.g. missing sources)
+	Paused        []string // consumers this backfill paused
+	Plan          string   // the plan, as JSON
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
 // Params of each operation.
 type (
 	UpsertPipelineParams struct {
@@ -318,6 +346,33 @@ type (
 		Pipeline string
 		Limit    int
 	}
+	// UpdateBackfillParams changes a backfill; empty fields are kept.
+	UpdateBackfillParams struct {
+		ID     string
+		State  BackfillState
+		Phase  string
+		Detail *string
+		Paused []string // nil keeps
+		Now    time.Time
+	}
+	// ReprocessRunsParams hands the existing runs of a pipeline with logical
+	// dates in [From, To] and a state in States to a backfill: kind backfill,
+	// the backfill's id, state queued, and every task instance that is not
+	// running back to scheduled with a fresh retry budget.
+	ReprocessRunsParams struct {
+		Pipeline   string
+		BackfillID string
+		From, To   time.Time
+		States     []RunState
+		Now        time.Time
+	}
+	// SetWatermarkParams sets a pipeline's watermark; a zero LogicalDate
+	// removes it.
+	SetWatermarkParams struct {
+		Pipeline    string
+		LogicalDate time.Time
+		Now         time.Time
+	}
 	AdvanceWatermarkParams struct {
 		Pipeline string
 		Now      time.Time
@@ -363,6 +418,15 @@ type Store interface {
 	// AdvanceWatermark recomputes the pipeline's watermark from its runs and returns it.
 	AdvanceWatermark(ctx context.Context, p AdvanceWatermarkParams) (Watermark, error)
 	GetWatermark(ctx context.Context, pipeline string) (Watermark, error) // ErrNotFound when none
+	SetWatermark(ctx context.Context, p SetWatermarkParams) error
+
+	// CreateBackfill records a new backfill (ErrConflict if its id exists).
+	CreateBackfill(ctx context.Context, b Backfill) error
+	GetBackfill(ctx context.Context, id string) (Backfill, error) // ErrNotFound
+	ListBackfills(ctx context.Context) ([]Backfill, error)        // newest first
+	UpdateBackfill(ctx context.Context, p UpdateBackfillParams) error
+	// ReprocessRuns returns how many runs it handed to the backfill.
+	ReprocessRuns(ctx context.Context, p ReprocessRunsParams) (int, error)
 
 	// AcquireLease takes the lease if it is free, expired, already held by
 	// Holder, or held by p.Stale. It returns the current lease and whether the

@@ -360,3 +360,39 @@ pipeline "p" {
 		}
 	}
 }
+
+// kill -9 during `backfill apply`, then `apply --resume ID`: the backfill
+// completes and no attempt that had started runs a second time.
+func TestBackfillKill9ThenResume(t *testing.T) {
+	for i := range 3 {
+		w := newWorkspace(t, map[string]string{"main.hcl": markerPipeline})
+		cmd := w.command("backfill", "apply", "p", "--start", "2025-07-01", "--end", "2025-07-30", "--quiet", "--now", "2025-08-01T00:00:00Z")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		delay := time.Duration(rand.IntN(1500)) * time.Millisecond
+		time.Sleep(delay)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		t.Logf("round %d: killed after %s with %d events", i, delay, len(w.lines("events.log")))
+		_, out, _ := w.rewind("backfill", "list")
+		var id string
+		for _, l := range strings.Split(out, "\n")[1:] {
+			if f := strings.Fields(l); len(f) > 0 {
+				id = f[0]
+			}
+		}
+		args := []string{"backfill", "apply", "--resume", id, "--quiet", "--now", "2025-08-01T00:00:00Z"}
+		if id == "" { // killed before the backfill was recorded: start it again
+			args = []string{"backfill", "apply", "p", "--start", "2025-07-01", "--end", "2025-07-30", "--quiet", "--now", "2025-08-01T00:00:00Z"}
+		}
+		if code, _, errs := w.rewind(args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		checkOnce(t, w)
+		_, out, _ = w.rewind("backfill", "status")
+		if !strings.Contains(out, ": success, phase done") || !strings.Contains(out, "30 success") {
+			t.Errorf("status after resume: %s", out)
+		}
+	}
+}

@@ -92,3 +92,24 @@ CREATE TABLE leases (
     pid_start  INTEGER NOT NULL DEFAULT 0,
     expires_at INTEGER NOT NULL
 ) STRICT;
+
+-- A backfill: a window of a pipeline re-run as a plan of phases. Its runs
+-- carry its id (runs.backfill_id); phase says where apply is, so that it can
+-- resume; paused lists the consumers it paused (and must unpause).
+CREATE TABLE backfills (
+    id              TEXT    PRIMARY KEY,
+    pipeline        TEXT    NOT NULL,
+    from_date       TEXT    NOT NULL,
+    to_date         TEXT    NOT NULL,
+    reprocess       TEXT    NOT NULL CHECK (reprocess IN ('none', 'failed', 'completed')),
+    reverse         INTEGER NOT NULL DEFAULT 0,
+    max_active_runs INTEGER NOT NULL DEFAULT 0,
+    state           TEXT    NOT NULL DEFAULT 'running'
+                            CHECK (state IN ('running', 'success', 'failed', 'cancelled')),
+    phase           TEXT    NOT NULL DEFAULT '',
+    detail          TEXT    NOT NULL DEFAULT '',
+    paused          TEXT    NOT NULL DEFAULT '',
+    plan            TEXT    NOT NULL DEFAULT '',
+    created_at      INTEGER,
+    updated_at      INTEGER
+) STRICT;

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -67,6 +68,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"LeaseStaleTakeover", testLeaseStale},
 		{"InTxCommitsTogether", testInTxCommit},
 		{"TaskDurations", testTaskDurations},
+		{"Backfills", testBackfills},
+		{"ReprocessRuns", testReprocessRuns},
+		{"SetWatermark", testSetWatermark},
 		{"InTxRollsBack", testInTxRollback},
 		{"ConcurrentClaims", func(t *testing.T, st store.Store) { ClaimRace(t, []store.Store{st}, 8) }},
 	}
@@ -1320,4 +1324,92 @@ func testTaskDurations(t *testing.T, st store.Store) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("TaskDurations = %v; want %v (newest first, successes only, at most 2)", got, want)
 	}
+}
+
+func testBackfills(t *testing.T, st store.Store) {
+	b := store.Backfill{ID: "bf1", Pipeline: "p", From: date(2025, 7, 1), To: date(2025, 7, 31), Reprocess: "failed",
+		Reverse: true, MaxActiveRuns: 30, Plan: `{"dates":31}`, CreatedAt: now}
+	if err := st.CreateBackfill(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "second backfill with the same id", st.CreateBackfill(ctx, b), store.ErrConflict)
+	if err := st.CreateBackfill(ctx, store.Backfill{ID: "bad", Pipeline: "p", From: b.From, To: b.To, Reprocess: "all"}); err == nil {
+		t.Error("a backfill with reprocess \"all\" was accepted")
+	}
+	detail := "3 dates miss sources"
+	if err := st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: "bf1", Phase: "verify", Detail: &detail, Paused: []string{"c1", "c2"}, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.GetBackfill(ctx, "bf1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != store.BackfillRunning || got.Phase != "verify" || got.Detail != detail || !got.Reverse || got.MaxActiveRuns != 30 ||
+		strings.Join(got.Paused, ",") != "c1,c2" || !got.From.Equal(b.From) || got.Plan != b.Plan {
+		t.Errorf("GetBackfill = %+v", got)
+	}
+	if err := st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: "bf1", State: store.BackfillSuccess, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.GetBackfill(ctx, "bf1"); got.State != store.BackfillSuccess || got.Phase != "verify" {
+		t.Errorf("after update: %s at %s; want success, phase kept", got.State, got.Phase)
+	}
+	_, err = st.GetBackfill(ctx, "nope")
+	wantErr(t, "unknown backfill", err, store.ErrNotFound)
+	wantErr(t, "update of an unknown backfill", st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: "nope", Now: now}), store.ErrNotFound)
+	if err := st.CreateBackfill(ctx, store.Backfill{ID: "bf2", Pipeline: "p", From: b.From, To: b.To, Reprocess: "none", CreatedAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := st.ListBackfills(ctx)
+	if err != nil || len(list) != 2 || list[0].ID != "bf2" {
+		t.Errorf("ListBackfills = %v, %v; want bf2 then bf1", list, err)
+	}
+}
+
+// ReprocessRuns hands the runs of a window in the given states to a backfill.
+func testReprocessRuns(t *testing.T, st store.Store) {
+	runs := materialize(t, st, "p", store.KindScheduled, daily(time.UTC, date(2025, 7, 1), 4), "t")
+	// 07-01 success, 07-02 failed, 07-03 failed (outside the window), 07-04 queued.
+	for i, state := range []store.RunState{store.RunSuccess, store.RunFailed, store.RunFailed} {
+		a := claim(t, st, runs[i].Tasks[0].ID)
+		start(t, st, a)
+		ts, as := store.TaskSuccess, store.AttemptSuccess
+		if state == store.RunFailed {
+			ts, as = store.TaskFailed, store.AttemptFailed
+		}
+		finish(t, st, a, as, ts)
+		if err := st.AdmitRun(ctx, store.AdmitRunParams{RunID: runs[i].ID, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.FinishRun(ctx, store.FinishRunParams{RunID: runs[i].ID, State: state, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := st.ReprocessRuns(ctx, store.ReprocessRunsParams{Pipeline: "p", BackfillID: "bf1", From: date(2025, 7, 1), To: date(2025, 7, 2),
+		States: []store.RunState{store.RunFailed, store.RunSuccess}, Now: now})
+	if err != nil || n != 2 {
+		t.Fatalf("ReprocessRuns = %d, %v; want 2", n, err)
+	}
+	got := listRuns(t, st, store.ListRunsParams{Pipelines: []string{"p"}, WithTasks: true})
+	for i, r := range got {
+		inWindow := i < 2
+		if inWindow != (r.Kind == store.KindBackfill && r.BackfillID == "bf1" && r.State == store.RunQueued && r.Tasks[0].State == store.TaskScheduled && r.Tasks[0].Failures == 0) {
+			t.Errorf("%s: kind %s backfill %q state %s task %s failures %d", r.DS, r.Kind, r.BackfillID, r.State, r.Tasks[0].State, r.Tasks[0].Failures)
+		}
+	}
+}
+
+func testSetWatermark(t *testing.T, st store.Store) {
+	if err := st.SetWatermark(ctx, store.SetWatermarkParams{Pipeline: "p", LogicalDate: date(2025, 7, 3), Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	wm, err := st.GetWatermark(ctx, "p")
+	if err != nil || !wm.LogicalDate.Equal(date(2025, 7, 3)) {
+		t.Errorf("GetWatermark = %v, %v", wm.LogicalDate, err)
+	}
+	if err := st.SetWatermark(ctx, store.SetWatermarkParams{Pipeline: "p", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.GetWatermark(ctx, "p")
+	wantErr(t, "a removed watermark", err, store.ErrNotFound)
 }

@@ -1,0 +1,404 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/store"
+)
+
+func init() { register(newBackfillCmd) }
+
+// planFlags are the flags plan and apply share.
+type planFlags struct {
+	ws            workspaceFlags
+	start, end    string
+	reprocess     string
+	reverse       bool
+	maxActiveRuns int
+	now           string
+	path          string
+}
+
+func (f *planFlags) add(c *cobra.Command) {
+	f.ws.add(c)
+	c.Flags().StringVar(&f.start, "start", "", "first logical date (YYYY-MM-DD in the pipeline's timezone)")
+	c.Flags().StringVar(&f.end, "end", "", "last logical date, inclusive")
+	c.Flags().StringVar(&f.reprocess, "reprocess", "none", "dates that already have a run: none (missing only), failed (and failed ones), completed (all)")
+	c.Flags().BoolVar(&f.reverse, "reverse", false, "run the newest dates first")
+	c.Flags().IntVar(&f.maxActiveRuns, "max-active-runs", 0, "runs of the backfill at once (default: the pipeline's max_active_runs)")
+	c.Flags().StringVar(&f.now, "now", "", "the clock (RFC 3339): only due intervals are backfilled")
+	c.Flags().StringVar(&f.path, "path", ".", "directory of the pipeline files")
+}
+
+func (f *planFlags) plan(cmd *cobra.Command, g *globals, pipeline string, st store.Store) (*scheduler.Plan, error) {
+	if f.start == "" || f.end == "" {
+		return nil, exitWith(exitUsage, "backfill needs --start and --end")
+	}
+	w, err := f.ws.load(g, f.path)
+	if err != nil {
+		return nil, err
+	}
+	p, err := findPipeline(w, pipeline)
+	if err != nil {
+		return nil, err
+	}
+	start, err := parseDate("--start", f.start, p.Timezone)
+	if err != nil {
+		return nil, err
+	}
+	end, err := parseDate("--end", f.end, p.Timezone)
+	if err != nil {
+		return nil, err
+	}
+	now, err := parseNow(f.now)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := scheduler.MakePlan(cmd.Context(), st, scheduler.PlanParams{
+		Workspace: w, Pipeline: pipeline, Start: start, End: end, Reprocess: f.reprocess,
+		Reverse: f.reverse, MaxActiveRuns: f.maxActiveRuns, Now: now,
+	})
+	if err != nil {
+		return nil, exitWith(exitUsage, "%v", err)
+	}
+	return plan, nil
+}
+
+func newBackfillCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "backfill",
+		Short: "Re-run a window of a pipeline as a plan you can read, apply, follow and resume",
+		Long: `A backfill is not a re-run of a job but a small migration: 'plan' shows
+what will happen without changing anything; 'apply' records the backfill and
+runs its phases (pause the consumers, verify the sources of every date, reset
+the watermarks, run the dates as backfill runs, rebuild the consumers, write
+the report to .rewind/backfills/ID.md and send it to every notify block);
+'status' shows where it is; 'apply --resume ID' continues after a crash.`,
+	}
+	c.AddCommand(newBackfillPlanCmd(g), newBackfillApplyCmd(g), newBackfillStatusCmd(g), newBackfillListCmd(g), newBackfillCancelCmd(g))
+	return c
+}
+
+func newBackfillPlanCmd(g *globals) *cobra.Command {
+	var (
+		f      planFlags
+		asJSON bool
+		out    string
+	)
+	c := &cobra.Command{
+		Use:   "plan PIPELINE --start D --end D",
+		Short: "Show what a backfill would do, changing nothing",
+		Example: `  rewind backfill plan daily_revenue --start 2025-07-01 --end 2025-09-28 --reprocess completed
+  rewind backfill plan daily_revenue --start 2025-07-01 --end 2025-09-28 --json --out plan.json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := openStore(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			plan, err := f.plan(cmd, g, args[0], st)
+			if err != nil {
+				return err
+			}
+			if out != "" {
+				b, _ := json.MarshalIndent(plan, "", "  ")
+				if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil {
+					return exitWith(exitFailed, "%v", err)
+				}
+			}
+			if asJSON {
+				enc := json.NewEncoder(g.stdout)
+				enc.SetIndent("", "  ")
+				enc.SetEscapeHTML(false)
+				return enc.Encode(plan)
+			}
+			printPlan(g.stdout, plan)
+			return nil
+		},
+	}
+	f.add(c)
+	c.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON")
+	c.Flags().StringVar(&out, "out", "", "also write the plan as JSON to this file (for apply --plan)")
+	return c
+}
+
+func printPlan(w io.Writer, p *scheduler.Plan) {
+	fmt.Fprintf(w, "backfill of %s from %s to %s (reprocess %s", p.Pipeline, p.Start, p.End, p.Reprocess)
+	if p.Reverse {
+		fmt.Fprint(w, ", newest first")
+	}
+	fmt.Fprintf(w, ")\n%d of %d dates run, %d at a time: %d waves", p.Selected, len(p.Dates), p.Parallel, p.Waves)
+	if p.EstimateSeconds > 0 {
+		fmt.Fprintf(w, ", about %s (median run %s)", (time.Duration(p.EstimateSeconds * float64(time.Second))).Round(time.Second), time.Duration(p.RunSeconds*float64(time.Second)).Round(time.Millisecond))
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DS\tSTATE\tACTION\tPOOL\tREASON")
+	for _, d := range p.Dates {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.DS, d.State, d.Action, d.Pool, d.Reason)
+	}
+	tw.Flush()
+	for _, r := range p.Requires {
+		fmt.Fprintf(w, "source check, every date first: %s\n", r)
+	}
+	for _, wm := range p.Watermarks {
+		to := wm.ResetTo
+		if to == "" {
+			to = "(none)"
+		}
+		fmt.Fprintf(w, "watermark reset: %s %s -> %s\n", wm.Pipeline, wm.Current, to)
+	}
+	for _, d := range p.Downstream {
+		fmt.Fprintf(w, "downstream: %s paused during the backfill, its dates rebuilt after\n", d)
+	}
+}
+
+func newBackfillApplyCmd(g *globals) *cobra.Command {
+	var (
+		f        planFlags
+		resume   string
+		planFile string
+		quiet    bool
+	)
+	c := &cobra.Command{
+		Use:   "apply PIPELINE --start D --end D | apply --resume ID",
+		Short: "Record a backfill and run its phases",
+		Long: `Apply records a backfill with an id and runs its phases; each is recorded,
+so 'rewind backfill status' shows where it is and 'apply --resume ID'
+continues after a crash or Ctrl-C without re-running finished attempts.
+Scheduled runs that are due keep running beside the backfill, first.
+
+Exit codes: 0 the backfill succeeded, 1 a source check or a run failed,
+2 usage or configuration error, 3 another rewind holds the state, 130
+interrupted (resume with --resume ID).`,
+		Example: `  rewind backfill apply daily_revenue --start 2025-07-01 --end 2025-09-28 --reprocess completed --max-active-runs 15
+  rewind backfill apply --resume daily_revenue_20260123T101500`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			st, err := openStore(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			w, err := f.ws.load(g, f.path)
+			if err != nil {
+				return err
+			}
+			now, err := parseNow(f.now)
+			if err != nil {
+				return err
+			}
+			o := scheduler.ApplyOptions{Store: st, Workspace: w, Home: homeDir(g), Now: now, Wait: true, ResumeID: resume}
+			switch {
+			case resume != "":
+			case planFile != "":
+				b, err := os.ReadFile(planFile)
+				if err != nil {
+					return exitWith(exitUsage, "%v", err)
+				}
+				o.Plan = &scheduler.Plan{}
+				if err := json.Unmarshal(b, o.Plan); err != nil {
+					return exitWith(exitUsage, "--plan %s: %v", planFile, err)
+				}
+			case len(args) == 1:
+				if o.Plan, err = f.plan(cmd, g, args[0], st); err != nil {
+					return err
+				}
+			default:
+				return exitWith(exitUsage, "apply needs PIPELINE with --start and --end, --plan FILE, or --resume ID")
+			}
+			prog := newProgress(g.stderr, quiet)
+			o.OnProgress = prog.update
+			o.OnPhase = func(id, phase string) {
+				if !quiet {
+					fmt.Fprintf(g.stderr, "backfill %s: %s\n", id, phase)
+				}
+			}
+			res, err := scheduler.ApplyBackfill(ctx, o)
+			prog.finish()
+			var busy *scheduler.LeaseBusyError
+			switch {
+			case errors.As(err, &busy):
+				return exitWith(exitLeaseBusy, "%v", busy)
+			case res != nil && res.State == store.BackfillCancelled:
+				return exitWith(exitFailed, "backfill %s cancelled", res.ID)
+			case res != nil && res.Summary != nil && res.Summary.Interrupted:
+				return exitWith(exitInterrupt, "interrupted: continue with 'rewind backfill apply --resume %s'", res.ID)
+			case err != nil:
+				if res != nil {
+					return exitWith(exitFailed, "backfill %s: %v", res.ID, err)
+				}
+				return exitWith(exitFailed, "%v", err)
+			}
+			if !quiet {
+				fmt.Fprintf(g.stdout, "backfill %s: %s\n", res.ID, res.State)
+				if res.ReportPath != "" {
+					fmt.Fprintf(g.stdout, "report: %s\n", res.ReportPath)
+				}
+			}
+			if res.State != store.BackfillSuccess {
+				return &exitError{code: exitFailed}
+			}
+			return nil
+		},
+	}
+	f.add(c)
+	c.Flags().StringVar(&resume, "resume", "", "continue the backfill with this id")
+	c.Flags().StringVar(&planFile, "plan", "", "apply the plan written by 'backfill plan --out FILE'")
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing but errors")
+	return c
+}
+
+func newBackfillStatusCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:     "status [ID]",
+		Short:   "Show a backfill's phase and the state of each of its dates (default: the latest)",
+		Example: "  rewind backfill status daily_revenue_20260123T101500",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			st, err := openStore(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			b, err := findBackfill(cmd, st, args)
+			if err != nil {
+				return err
+			}
+			runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{b.Pipeline}, From: b.From, To: b.To})
+			if err != nil {
+				return exitWith(exitFailed, "%v", err)
+			}
+			type dateState struct {
+				DS    string `json:"ds"`
+				State string `json:"state"`
+			}
+			out := struct {
+				ID     string      `json:"id"`
+				State  string      `json:"state"`
+				Phase  string      `json:"phase"`
+				Detail string      `json:"detail"`
+				Dates  []dateState `json:"dates"`
+			}{ID: b.ID, State: string(b.State), Phase: b.Phase, Detail: b.Detail, Dates: []dateState{}}
+			counts := map[string]int{}
+			for _, r := range runs {
+				if r.BackfillID == b.ID {
+					out.Dates = append(out.Dates, dateState{DS: r.DS, State: string(r.State)})
+					counts[string(r.State)]++
+				}
+			}
+			if asJSON {
+				enc := json.NewEncoder(g.stdout)
+				enc.SetIndent("", "  ")
+				enc.SetEscapeHTML(false)
+				return enc.Encode(out)
+			}
+			fmt.Fprintf(g.stdout, "backfill %s of %s, %s .. %s: %s, phase %s\n", b.ID, b.Pipeline, b.From.Format("2006-01-02"), b.To.Format("2006-01-02"), b.State, b.Phase)
+			fmt.Fprintf(g.stdout, "dates: %d queued, %d running, %d success, %d failed\n", counts["queued"], counts["running"], counts["success"], counts["failed"])
+			if b.Detail != "" {
+				fmt.Fprintln(g.stdout, b.Detail)
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func findBackfill(cmd *cobra.Command, st store.Store, args []string) (store.Backfill, error) {
+	if len(args) == 1 {
+		b, err := st.GetBackfill(cmd.Context(), args[0])
+		if errors.Is(err, store.ErrNotFound) {
+			return b, exitWith(exitUsage, "no backfill %q (rewind backfill list shows them)", args[0])
+		}
+		return b, err
+	}
+	list, err := st.ListBackfills(cmd.Context())
+	if err != nil {
+		return store.Backfill{}, err
+	}
+	if len(list) == 0 {
+		return store.Backfill{}, exitWith(exitUsage, "no backfill yet")
+	}
+	return list[0], nil
+}
+
+func newBackfillListCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List backfills, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := openStore(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			list, err := st.ListBackfills(cmd.Context())
+			if err != nil {
+				return exitWith(exitFailed, "%v", err)
+			}
+			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tPIPELINE\tWINDOW\tREPROCESS\tSTATE\tPHASE")
+			for _, b := range list {
+				fmt.Fprintf(tw, "%s\t%s\t%s..%s\t%s\t%s\t%s\n", b.ID, b.Pipeline, b.From.Format("2006-01-02"), b.To.Format("2006-01-02"), b.Reprocess, b.State, b.Phase)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newBackfillCancelCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Stop a backfill cleanly: running attempts are stopped, consumers unpaused",
+		Long: `Cancel marks the backfill cancelled. A running 'backfill apply' sees it within
+a second, stops its attempts (recorded interrupted), fails the backfill's
+unfinished runs and unpauses the consumers it paused. A backfill whose apply
+is not running is settled the same way at once.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			st, err := openStore(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			b, err := findBackfill(cmd, st, args)
+			if err != nil {
+				return err
+			}
+			if b.State != store.BackfillRunning {
+				return exitWith(exitUsage, "backfill %s is %s already", b.ID, b.State)
+			}
+			if err := st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: b.ID, State: store.BackfillCancelled, Now: time.Now()}); err != nil {
+				return exitWith(exitFailed, "%v", err)
+			}
+			// Settle it here too, in case no apply is running.
+			for _, name := range b.Paused {
+				_ = st.SetPaused(ctx, store.SetPausedParams{Name: name, Paused: false, Now: time.Now()})
+			}
+			if err := scheduler.CancelBackfillRuns(ctx, st, b); err != nil {
+				return exitWith(exitFailed, "%v", err)
+			}
+			fmt.Fprintf(g.stdout, "backfill %s: cancelled\n", b.ID)
+			return nil
+		},
+	}
+}

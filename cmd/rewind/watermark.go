@@ -1,0 +1,71 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rewind-dev/rewind/store"
+)
+
+func init() { register(newWatermarkCmd) }
+
+func newWatermarkCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "watermark",
+		Short: "Show or set a pipeline's watermark: the latest logical date up to which every run succeeded",
+	}
+	show := &cobra.Command{
+		Use:   "show PIPELINE",
+		Short: "Print the pipeline's watermark",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := openStore(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			wm, err := st.GetWatermark(cmd.Context(), args[0])
+			if errors.Is(err, store.ErrNotFound) {
+				fmt.Fprintf(g.stdout, "%s: no watermark\n", args[0])
+				return nil
+			}
+			if err != nil {
+				return exitWith(exitFailed, "%v", err)
+			}
+			fmt.Fprintf(g.stdout, "%s: %s\n", args[0], wm.LogicalDate.Format(time.RFC3339))
+			return nil
+		},
+	}
+	var to string
+	set := &cobra.Command{
+		Use:     "set PIPELINE [--to D]",
+		Short:   "Move the watermark (without --to: remove it)",
+		Example: "  rewind watermark set daily_revenue --to 2025-06-30",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var date time.Time
+			if to != "" {
+				var err error
+				if date, err = parseDate("--to", to, time.UTC); err != nil {
+					return err
+				}
+			}
+			st, err := openStore(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if err := st.SetWatermark(cmd.Context(), store.SetWatermarkParams{Pipeline: args[0], LogicalDate: date, Now: time.Now()}); err != nil {
+				return exitWith(exitFailed, "%v", err)
+			}
+			fmt.Fprintf(g.stdout, "%s: watermark %s\n", args[0], map[bool]string{true: "removed", false: date.Format(time.RFC3339)}[date.IsZero()])
+			return nil
+		},
+	}
+	set.Flags().StringVar(&to, "to", "", "the new watermark (YYYY-MM-DD, UTC midnight, or RFC 3339)")
+	c.AddCommand(show, set)
+	return c
+}

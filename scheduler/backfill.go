@@ -1,0 +1,712 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/store"
+)
+
+// Reprocess behaviours of a backfill (Airflow 3's): which dates of the
+// window that already have a run are run again.
+const (
+	ReprocessNone      = "none"      // only dates without a run
+	ReprocessFailed    = "failed"    // dates without a run, and failed runs
+	ReprocessCompleted = "completed" // every date (runs in progress excepted)
+)
+
+// Backfill phases, in the order apply runs them (the seeds' plan).
+const (
+	PhasePause     = "pause"              // freeze the consumers
+	PhaseVerify    = "verify"             // every source check of every date
+	PhaseWatermark = "reset_watermarks"   // this pipeline's and its consumers'
+	PhaseRun       = "run"                // the dates, as runs of kind backfill
+	PhaseRebuild   = "rebuild_downstream" // the consumers' affected dates
+	PhaseReport    = "report"             // .rewind/backfills/ID.md and notify blocks
+	PhaseDone      = "done"
+)
+
+var phases = []string{PhasePause, PhaseVerify, PhaseWatermark, PhaseRun, PhaseRebuild, PhaseReport, PhaseDone}
+
+// PlanParams say what to backfill.
+type PlanParams struct {
+	Workspace     *dsl.Workspace
+	Pipeline      string
+	Start, End    time.Time // logical dates, inclusive
+	Reprocess     string
+	Reverse       bool
+	MaxActiveRuns int       // 0: the pipeline's max_active_runs
+	Now           time.Time // only due intervals are backfilled; zero = the wall clock
+}
+
+// PlanDate is one date of a plan.
+type PlanDate struct {
+	LogicalDate string `json:"logical_date"`
+	DS          string `json:"ds"`
+	State       string `json:"state"`  // the current run's state, or "none"
+	Action      string `json:"action"` // create | reprocess | skip
+	Pool        string `json:"pool"`
+	Reason      string `json:"reason"`
+}
+
+// WatermarkReset is a watermark a backfill moves back.
+type WatermarkReset struct {
+	Pipeline string `json:"pipeline"`
+	Current  string `json:"current"`  // "" when none
+	ResetTo  string `json:"reset_to"` // "" when removed
+}
+
+// Plan is what a backfill will do, computed without changing anything.
+type Plan struct {
+	Pipeline        string           `json:"pipeline"`
+	Start           string           `json:"start"`
+	End             string           `json:"end"`
+	Reprocess       string           `json:"reprocess"`
+	Reverse         bool             `json:"reverse"`
+	MaxActiveRuns   int              `json:"max_active_runs"`
+	Dates           []PlanDate       `json:"dates"`
+	Selected        int              `json:"selected"`
+	Parallel        int              `json:"parallel"` // runs at once: max_active_runs, bounded by the pool's slots and max_active_tasks
+	Waves           int              `json:"waves"`
+	RunSeconds      float64          `json:"run_seconds"`      // median duration of a past run
+	EstimateSeconds float64          `json:"estimate_seconds"` // waves x run_seconds
+	Requires        []string         `json:"requires"`
+	Watermarks      []WatermarkReset `json:"watermarks"`
+	Downstream      []string         `json:"downstream"` // paused during the backfill, rebuilt after
+}
+
+// MakePlan computes a backfill plan from the workspace and the state.
+func MakePlan(ctx context.Context, st store.Store, pp PlanParams) (*Plan, error) {
+	def := pp.Workspace.Pipeline(pp.Pipeline)
+	if def == nil {
+		return nil, fmt.Errorf("unknown pipeline %q", pp.Pipeline)
+	}
+	switch pp.Reprocess {
+	case "":
+		pp.Reprocess = ReprocessNone
+	case ReprocessNone, ReprocessFailed, ReprocessCompleted:
+	default:
+		return nil, fmt.Errorf("--reprocess %q: want none, failed or completed", pp.Reprocess)
+	}
+	if pp.End.Before(pp.Start) {
+		return nil, fmt.Errorf("--end %s is before --start %s", pp.End.Format(dateOnly), pp.Start.Format(dateOnly))
+	}
+	now := pp.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	maxRuns := def.MaxActiveRuns
+	if pp.MaxActiveRuns > 0 {
+		maxRuns = pp.MaxActiveRuns
+	}
+	tt, err := NewTimetable(def.Schedule, def.Timezone)
+	if err != nil {
+		return nil, err
+	}
+	var ivs []Interval
+	for iv := range tt.Intervals(Window{StartDate: def.StartDate, EndDate: def.EndDate, From: pp.Start, To: pp.End, Now: now}) {
+		ivs = append(ivs, iv)
+	}
+	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{def.Name}, From: pp.Start, To: pp.End})
+	if err != nil {
+		return nil, err
+	}
+	existing := map[int64]store.Run{}
+	for _, r := range runs {
+		existing[r.LogicalDate.Unix()] = r
+	}
+	routes := DateRoutes(ctx, def, ivs)
+	plan := &Plan{
+		Pipeline: def.Name, Start: pp.Start.Format(dateOnly), End: pp.End.Format(dateOnly),
+		Reprocess: pp.Reprocess, Reverse: pp.Reverse, MaxActiveRuns: maxRuns,
+		Dates: []PlanDate{}, Requires: []string{}, Watermarks: []WatermarkReset{}, Downstream: []string{},
+	}
+	for i, iv := range ivs {
+		d := PlanDate{LogicalDate: iv.Start.Format(time.RFC3339), DS: iv.DS(), State: "none", Action: "create",
+			Pool: routes[i].Pool, Reason: routes[i].Reason}
+		if r, ok := existing[iv.Start.Unix()]; ok {
+			d.State = string(r.State)
+			d.Action = "skip"
+			switch {
+			case r.State == store.RunQueued || r.State == store.RunRunning:
+			case pp.Reprocess == ReprocessCompleted, pp.Reprocess == ReprocessFailed && r.State == store.RunFailed:
+				d.Action = "reprocess"
+			}
+		}
+		if d.Action != "skip" {
+			plan.Selected++
+		}
+		plan.Dates = append(plan.Dates, d)
+	}
+	plan.Parallel = maxRuns
+	base := def.DefaultPool
+	if base == "" {
+		base = dsl.DefaultPoolName
+	}
+	if pl := pp.Workspace.Pools[base]; pl != nil && pl.Slots-pl.ReservedForScheduled < plan.Parallel {
+		plan.Parallel = pl.Slots - pl.ReservedForScheduled
+	}
+	if def.MaxActiveTasks > 0 && def.MaxActiveTasks < plan.Parallel {
+		plan.Parallel = def.MaxActiveTasks
+	}
+	if plan.Parallel > 0 {
+		plan.Waves = (plan.Selected + plan.Parallel - 1) / plan.Parallel
+	}
+	if d, err := medianRunDuration(ctx, st, def); err != nil {
+		return nil, err
+	} else {
+		plan.RunSeconds = d.Seconds()
+		plan.EstimateSeconds = float64(plan.Waves) * d.Seconds()
+	}
+	for _, r := range def.Requires {
+		plan.Requires = append(plan.Requires, r.Name+": "+r.Describe())
+	}
+	affected := []*dsl.Pipeline{def}
+	for _, c := range pp.Workspace.Consumers(def.Name) {
+		plan.Downstream = append(plan.Downstream, c.Name)
+		affected = append(affected, c)
+	}
+	for _, p := range affected {
+		wr, ok, err := watermarkReset(ctx, st, p, pp.Start)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			plan.Watermarks = append(plan.Watermarks, wr)
+		}
+	}
+	return plan, nil
+}
+
+// medianRunDuration is the median wall time of the pipeline's recent
+// successful runs; without any, the sum of its tasks' median durations.
+func medianRunDuration(ctx context.Context, st store.Store, def *dsl.Pipeline) (time.Duration, error) {
+	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{def.Name}, States: []store.RunState{store.RunSuccess}})
+	if err != nil {
+		return 0, err
+	}
+	var ds []time.Duration
+	for _, r := range runs {
+		if !r.StartedAt.IsZero() && !r.EndedAt.IsZero() {
+			ds = append(ds, r.EndedAt.Sub(r.StartedAt))
+		}
+	}
+	if len(ds) > 0 {
+		return medianDuration(ds), nil
+	}
+	tasks, err := st.TaskDurations(ctx, store.TaskDurationsParams{Pipeline: def.Name, Limit: 100})
+	if err != nil {
+		return 0, err
+	}
+	var sum time.Duration
+	for _, d := range tasks {
+		sum += medianDuration(d)
+	}
+	return sum, nil
+}
+
+// watermarkReset says where a pipeline's watermark goes when the window
+// from start is re-run: back to the interval before start (removed when
+// there is none). ok is false when the watermark is already before start.
+func watermarkReset(ctx context.Context, st store.Store, p *dsl.Pipeline, start time.Time) (WatermarkReset, bool, error) {
+	wm, err := st.GetWatermark(ctx, p.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		return WatermarkReset{}, false, nil
+	}
+	if err != nil {
+		return WatermarkReset{}, false, err
+	}
+	if wm.LogicalDate.Before(start) {
+		return WatermarkReset{}, false, nil
+	}
+	wr := WatermarkReset{Pipeline: p.Name, Current: wm.LogicalDate.Format(time.RFC3339)}
+	if tt, err := NewTimetable(p.Schedule, p.Timezone); err == nil {
+		if prev := tt.Prev(start); !prev.IsZero() && !prev.Before(p.StartDate) {
+			wr.ResetTo = prev.Format(time.RFC3339)
+		}
+	}
+	return wr, true, nil
+}
+
+// ApplyOptions configure `rewind backfill apply`.
+type ApplyOptions struct {
+	Store     store.Store
+	Workspace *dsl.Workspace
+	Plan      *Plan  // a new backfill
+	ResumeID  string // or the backfill to resume
+	Home      string
+	Now       time.Time
+	Grace     time.Duration
+	Wait      bool
+	// OnPhase is told when a phase starts.
+	OnPhase    func(id, phase string)
+	OnProgress func(Progress)
+	Log        *slog.Logger
+}
+
+// BackfillResult is what apply did.
+type BackfillResult struct {
+	ID         string
+	State      store.BackfillState
+	ReportPath string
+	Missing    []string // dates whose sources failed verification: "ds: check: error"
+	Summary    *Summary
+}
+
+// ErrSourcesMissing stops a backfill whose source checks failed before
+// anything was written.
+var ErrSourcesMissing = errors.New("source data missing")
+
+// ApplyBackfill records a backfill and runs its phases, each recorded so
+// that `backfill status` shows where it is and `apply --resume` continues a
+// backfill whose rewind died, without re-running finished attempts.
+func ApplyBackfill(ctx context.Context, o ApplyOptions) (*BackfillResult, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Home == "" {
+		o.Home = ".rewind"
+	}
+	st := o.Store
+	var b store.Backfill
+	var plan Plan
+	if o.ResumeID != "" {
+		var err error
+		if b, err = st.GetBackfill(ctx, o.ResumeID); err != nil {
+			return nil, err
+		}
+		if b.State != store.BackfillRunning {
+			return &BackfillResult{ID: b.ID, State: b.State}, fmt.Errorf("backfill %s is %s: nothing to resume", b.ID, b.State)
+		}
+		if err := json.Unmarshal([]byte(b.Plan), &plan); err != nil {
+			return nil, fmt.Errorf("backfill %s: stored plan: %w", b.ID, err)
+		}
+	} else {
+		plan = *o.Plan
+		raw, err := json.Marshal(plan)
+		if err != nil {
+			return nil, err
+		}
+		def := o.Workspace.Pipeline(plan.Pipeline)
+		from, _ := time.ParseInLocation(dateOnly, plan.Start, def.Timezone)
+		to, _ := time.ParseInLocation(dateOnly, plan.End, def.Timezone)
+		b = store.Backfill{
+			ID: newBackfillID(plan.Pipeline), Pipeline: plan.Pipeline, From: from, To: to,
+			Reprocess: plan.Reprocess, Reverse: plan.Reverse, MaxActiveRuns: plan.MaxActiveRuns,
+			State: store.BackfillRunning, Phase: PhasePause, Plan: string(raw), CreatedAt: time.Now(),
+		}
+		// Two backfills of a pipeline within a second get distinct ids.
+		base := b.ID
+		for n := 2; ; n++ {
+			err := st.CreateBackfill(ctx, b)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, store.ErrConflict) || n > 100 {
+				return nil, err
+			}
+			b.ID = fmt.Sprintf("%s_%d", base, n)
+		}
+	}
+	a := &applier{o: o, b: b, plan: plan, res: &BackfillResult{ID: b.ID, State: store.BackfillRunning}}
+	a.def = o.Workspace.Pipeline(plan.Pipeline)
+	if a.def == nil {
+		return a.res, fmt.Errorf("backfill %s: pipeline %s is not in the workspace", b.ID, plan.Pipeline)
+	}
+	return a.res, a.run(ctx)
+}
+
+func newBackfillID(pipeline string) string {
+	return pipeline + "_" + time.Now().UTC().Format("20060102T150405")
+}
+
+type applier struct {
+	o    ApplyOptions
+	b    store.Backfill
+	plan Plan
+	def  *dsl.Pipeline
+	res  *BackfillResult
+}
+
+func (a *applier) run(ctx context.Context) error {
+	start := slices.Index(phases, a.b.Phase)
+	if start < 0 {
+		start = 0
+	}
+	// A cancel from another rewind stops the phases.
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	go a.watchCancel(ctx, stop)
+	steps := map[string]func(context.Context) error{
+		PhasePause: a.pause, PhaseVerify: a.verify, PhaseWatermark: a.resetWatermarks,
+		PhaseRun: a.runDates, PhaseRebuild: a.rebuild, PhaseReport: a.report,
+	}
+	for _, ph := range phases[start:] {
+		if ph == PhaseDone {
+			break
+		}
+		if err := a.setPhase(ph); err != nil {
+			return err
+		}
+		if a.o.OnPhase != nil {
+			a.o.OnPhase(a.b.ID, ph)
+		}
+		if err := steps[ph](ctx); err != nil {
+			if cause := context.Cause(ctx); errors.Is(cause, errCancelled) {
+				return a.cancelled()
+			}
+			return a.fail(ph, err)
+		}
+	}
+	state := store.BackfillSuccess
+	if a.res.Summary != nil && a.res.Summary.Failed() || a.runsFailed(context.WithoutCancel(ctx)) {
+		state = store.BackfillFailed
+	}
+	a.res.State = state
+	return a.o.Store.UpdateBackfill(context.WithoutCancel(ctx), store.UpdateBackfillParams{ID: a.b.ID, State: state, Phase: PhaseDone, Now: time.Now()})
+}
+
+var errCancelled = errors.New("backfill cancelled")
+
+func (a *applier) watchCancel(ctx context.Context, stop context.CancelCauseFunc) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if b, err := a.o.Store.GetBackfill(ctx, a.b.ID); err == nil && b.State == store.BackfillCancelled {
+				stop(errCancelled)
+				return
+			}
+		}
+	}
+}
+
+func (a *applier) setPhase(ph string) error {
+	a.b.Phase = ph
+	return a.o.Store.UpdateBackfill(context.Background(), store.UpdateBackfillParams{ID: a.b.ID, Phase: ph, Now: time.Now()})
+}
+
+func (a *applier) fail(ph string, err error) error {
+	ctx := context.Background()
+	detail := err.Error()
+	a.res.State = store.BackfillFailed
+	if ph == PhaseVerify {
+		// Nothing was written: the consumers go back to how they were.
+		if uerr := a.unpause(ctx); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+	}
+	if uerr := a.o.Store.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: a.b.ID, State: store.BackfillFailed, Detail: &detail, Now: time.Now()}); uerr != nil {
+		err = errors.Join(err, uerr)
+	}
+	return err
+}
+
+// cancelled leaves a consistent state: the consumers unpaused, the
+// backfill's unfinished runs failed (a later backfill with reprocess failed
+// takes them up again).
+func (a *applier) cancelled() error {
+	a.res.State = store.BackfillCancelled
+	ctx := context.Background()
+	return errors.Join(a.unpause(ctx), CancelBackfillRuns(ctx, a.o.Store, a.b))
+}
+
+// CancelBackfillRuns marks a backfill's unfinished runs failed.
+func CancelBackfillRuns(ctx context.Context, st store.Store, b store.Backfill) error {
+	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{b.Pipeline}, States: []store.RunState{store.RunQueued, store.RunRunning}})
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		if r.BackfillID != b.ID {
+			continue
+		}
+		if err := st.FinishRun(ctx, store.FinishRunParams{RunID: r.ID, State: store.RunFailed, Now: time.Now()}); err != nil && !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+	}
+	return nil
+}
+
+// pause freezes the consumers (the seeds' step 1), remembering which ones
+// this backfill paused so that it unpauses only those.
+func (a *applier) pause(ctx context.Context) error {
+	st := a.o.Store
+	paused := slices.Clone(a.b.Paused)
+	for _, c := range a.o.Workspace.Consumers(a.def.Name) {
+		if slices.Contains(paused, c.Name) {
+			continue
+		}
+		sp, err := st.UpsertPipeline(ctx, store.UpsertPipelineParams{Name: c.Name, Hash: c.Hash, Now: time.Now()})
+		if err != nil {
+			return err
+		}
+		if sp.Paused {
+			continue // paused by someone else: left as it is
+		}
+		if err := st.SetPaused(ctx, store.SetPausedParams{Name: c.Name, Paused: true, Now: time.Now()}); err != nil {
+			return err
+		}
+		paused = append(paused, c.Name)
+		if err := st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: a.b.ID, Paused: paused, Now: time.Now()}); err != nil {
+			return err
+		}
+	}
+	a.b.Paused = paused
+	return nil
+}
+
+func (a *applier) unpause(ctx context.Context) error {
+	for _, name := range a.b.Paused {
+		if err := a.o.Store.SetPaused(ctx, store.SetPausedParams{Name: name, Paused: false, Now: time.Now()}); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	a.b.Paused = nil
+	return a.o.Store.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: a.b.ID, Paused: []string{}, Now: time.Now()})
+}
+
+// selected are the plan's dates that run.
+func (a *applier) selected() []PlanDate {
+	var out []PlanDate
+	for _, d := range a.plan.Dates {
+		if d.Action != "skip" {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (a *applier) runVars(d PlanDate) dsl.RunVars {
+	start, _ := time.Parse(time.RFC3339, d.LogicalDate)
+	start = start.In(a.def.Timezone)
+	end := start
+	if tt, err := NewTimetable(a.def.Schedule, a.def.Timezone); err == nil {
+		end = tt.Next(start)
+	}
+	return dsl.RunVars{ID: RunID(store.KindBackfill, start), Pipeline: a.def.Name, LogicalDate: start,
+		DataIntervalStart: start, DataIntervalEnd: end, Kind: string(store.KindBackfill)}
+}
+
+// verify runs every source check of every selected date before any task:
+// a missing source stops the backfill with the dates listed.
+func (a *applier) verify(ctx context.Context) error {
+	var missing []string
+	for _, d := range a.selected() {
+		rv := a.runVars(d)
+		for _, r := range a.def.Requires {
+			if err := r.Check(ctx, rv); err != nil {
+				missing = append(missing, fmt.Sprintf("%s: %s: %v", d.DS, r.Name, err))
+			}
+		}
+	}
+	if len(missing) > 0 {
+		a.res.Missing = missing
+		dates := map[string]bool{}
+		for _, m := range missing {
+			dates[m[:strings.Index(m, ":")]] = true
+		}
+		return fmt.Errorf("%w for %d dates; nothing was written:\n  %s", ErrSourcesMissing, len(dates), strings.Join(missing, "\n  "))
+	}
+	return nil
+}
+
+func (a *applier) resetWatermarks(ctx context.Context) error {
+	for _, w := range a.plan.Watermarks {
+		var to time.Time
+		if w.ResetTo != "" {
+			to, _ = time.Parse(time.RFC3339, w.ResetTo)
+		}
+		if err := a.o.Store.SetWatermark(ctx, store.SetWatermarkParams{Pipeline: w.Pipeline, LogicalDate: to, Now: time.Now()}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runDates creates the backfill's runs (and hands over the existing runs the
+// reprocess behaviour selects), then runs them beside whatever else is due:
+// scheduled runs keep their priority.
+func (a *applier) runDates(ctx context.Context) error {
+	st := a.o.Store
+	var specs []store.RunSpec
+	for _, d := range a.selected() {
+		if d.Action != "create" {
+			continue
+		}
+		rv := a.runVars(d)
+		specs = append(specs, store.RunSpec{LogicalDate: rv.LogicalDate, DS: d.DS, DataIntervalStart: rv.DataIntervalStart, DataIntervalEnd: rv.DataIntervalEnd})
+	}
+	tasks := make([]store.TaskSpec, len(a.def.Tasks))
+	for i, t := range a.def.Tasks {
+		tasks[i] = store.TaskSpec{Name: t.Name, Pool: t.Pool}
+	}
+	if _, err := st.MaterializeRuns(ctx, store.MaterializeRunsParams{Pipeline: a.def.Name, Kind: store.KindBackfill, BackfillID: a.b.ID, Runs: specs, Tasks: tasks, Now: time.Now()}); err != nil {
+		return err
+	}
+	var states []store.RunState
+	switch a.plan.Reprocess {
+	case ReprocessFailed:
+		states = []store.RunState{store.RunFailed}
+	case ReprocessCompleted:
+		states = []store.RunState{store.RunFailed, store.RunSuccess}
+	}
+	if _, err := st.ReprocessRuns(ctx, store.ReprocessRunsParams{Pipeline: a.def.Name, BackfillID: a.b.ID, From: a.b.From, To: a.b.To, States: states, Now: time.Now()}); err != nil {
+		return err
+	}
+	sum, err := Run(ctx, Options{
+		Store: st, Workspace: a.o.Workspace, Now: a.o.Now, Home: a.o.Home, Wait: true, Grace: a.o.Grace,
+		Backfill:   &BackfillRun{ID: a.b.ID, Pipeline: a.def.Name, MaxActiveRuns: a.plan.MaxActiveRuns, Reverse: a.plan.Reverse},
+		OnProgress: a.o.OnProgress, Log: a.o.Log,
+	})
+	a.res.Summary = sum
+	if err != nil {
+		return err
+	}
+	if sum.Interrupted {
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+// runsFailed reports whether a run of the backfill failed.
+func (a *applier) runsFailed(ctx context.Context) bool {
+	runs, err := a.o.Store.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{a.def.Name}, From: a.b.From, To: a.b.To, States: []store.RunState{store.RunFailed}})
+	if err != nil {
+		return true
+	}
+	for _, r := range runs {
+		if r.BackfillID == a.b.ID {
+			return true
+		}
+	}
+	return false
+}
+
+// rebuild clears the consumers' affected dates, unpauses them and runs them.
+func (a *applier) rebuild(ctx context.Context) error {
+	if len(a.b.Paused) == 0 {
+		return nil
+	}
+	consumers := slices.Clone(a.b.Paused)
+	if !a.runsFailed(ctx) {
+		for _, c := range consumers {
+			if _, err := a.o.Store.ClearTasks(ctx, store.ClearTasksParams{Pipeline: c, From: a.b.From, To: a.b.To, Now: time.Now()}); err != nil {
+				return err
+			}
+		}
+	}
+	if err := a.unpause(ctx); err != nil {
+		return err
+	}
+	_, err := Run(ctx, Options{Store: a.o.Store, Workspace: a.o.Workspace, Pipelines: consumers, Now: a.o.Now, Home: a.o.Home, Wait: true, Grace: a.o.Grace, Log: a.o.Log})
+	return err
+}
+
+func (a *applier) report(ctx context.Context) error {
+	text, err := BackfillReport(ctx, a.o.Store, a.b, a.plan)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(a.o.Home, "backfills", a.b.ID+".md")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		return err
+	}
+	a.res.ReportPath = path
+	return notifyAll(ctx, a.o.Workspace, a.b, a.runsFailed(ctx), path, text)
+}
+
+// BackfillReport is the Markdown summary of a backfill: window, dates,
+// attempts, failures, durations, pools, downstream.
+func BackfillReport(ctx context.Context, st store.Store, b store.Backfill, plan Plan) (string, error) {
+	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{b.Pipeline}, From: b.From, To: b.To, WithTasks: true, WithAttempts: true})
+	if err != nil {
+		return "", err
+	}
+	var (
+		ok, failed, attempts int
+		failedDates          []string
+		durations            []time.Duration
+		pools                = map[string]int{}
+		first, last          time.Time
+	)
+	for _, r := range runs {
+		if r.BackfillID != b.ID {
+			continue
+		}
+		switch r.State {
+		case store.RunSuccess:
+			ok++
+		case store.RunFailed:
+			failed++
+			failedDates = append(failedDates, r.DS)
+		}
+		if !r.StartedAt.IsZero() && !r.EndedAt.IsZero() {
+			durations = append(durations, r.EndedAt.Sub(r.StartedAt))
+			if first.IsZero() || r.StartedAt.Before(first) {
+				first = r.StartedAt
+			}
+			if r.EndedAt.After(last) {
+				last = r.EndedAt
+			}
+		}
+		for _, ti := range r.Tasks {
+			for _, at := range ti.Attempts {
+				attempts++
+				pools[at.Pool]++
+			}
+		}
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "# Backfill %s\n\n", b.ID)
+	fmt.Fprintf(&sb, "- pipeline: %s\n- window: %s .. %s (reprocess %s%s)\n", b.Pipeline, plan.Start, plan.End, plan.Reprocess, map[bool]string{true: ", newest first", false: ""}[plan.Reverse])
+	fmt.Fprintf(&sb, "- dates: %d planned, %d succeeded, %d failed\n", plan.Selected, ok, failed)
+	fmt.Fprintf(&sb, "- attempts: %d\n", attempts)
+	if len(durations) > 0 {
+		fmt.Fprintf(&sb, "- wall clock: %s; median run %s; %d waves of up to %d runs\n", last.Sub(first).Round(time.Second), medianDuration(durations).Round(time.Millisecond), plan.Waves, plan.MaxActiveRuns)
+	}
+	names := make([]string, 0, len(pools))
+	for p := range pools {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	for _, p := range names {
+		fmt.Fprintf(&sb, "- pool %s: %d attempts\n", p, pools[p])
+	}
+	if len(plan.Watermarks) > 0 {
+		sb.WriteString("\n## Watermarks reset\n\n")
+		for _, w := range plan.Watermarks {
+			fmt.Fprintf(&sb, "- %s: %s -> %s\n", w.Pipeline, w.Current, orNone(w.ResetTo))
+		}
+	}
+	if len(plan.Downstream) > 0 {
+		fmt.Fprintf(&sb, "\n## Downstream\n\nPaused during the backfill, then rebuilt for the window: %s\n", strings.Join(plan.Downstream, ", "))
+	}
+	if failed > 0 {
+		fmt.Fprintf(&sb, "\n## Failed dates\n\n%s\n", strings.Join(failedDates, ", "))
+	}
+	return sb.String(), nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
