@@ -47,6 +47,9 @@ type PlanParams struct {
 	Reverse       bool
 	MaxActiveRuns int       // 0: the pipeline's max_active_runs
 	Now           time.Time // only due intervals are backfilled; zero = the wall clock
+	// IncludeDownstream pauses and rebuilds every pipeline downstream
+	// (consumers of consumers too), not only the direct consumers.
+	IncludeDownstream bool
 }
 
 // PlanDate is one date of a plan.
@@ -172,7 +175,7 @@ func MakePlan(ctx context.Context, st store.Store, pp PlanParams) (*Plan, error)
 		plan.Requires = append(plan.Requires, r.Name+": "+r.Describe())
 	}
 	affected := []*dsl.Pipeline{def}
-	for _, c := range pp.Workspace.Consumers(def.Name) {
+	for _, c := range downstream(pp.Workspace, def.Name, pp.IncludeDownstream) {
 		plan.Downstream = append(plan.Downstream, c.Name)
 		affected = append(affected, c)
 	}
@@ -186,6 +189,29 @@ func MakePlan(ctx context.Context, st store.Store, pp PlanParams) (*Plan, error)
 		}
 	}
 	return plan, nil
+}
+
+// downstream lists the consumers of a pipeline; with all, their consumers
+// too, and so on (consumes has no cycles).
+func downstream(ws *dsl.Workspace, name string, all bool) []*dsl.Pipeline {
+	var out []*dsl.Pipeline
+	seen := map[string]bool{name: true}
+	queue := []string{name}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		for _, c := range ws.Consumers(cur) {
+			if seen[c.Name] {
+				continue
+			}
+			seen[c.Name] = true
+			out = append(out, c)
+			if all {
+				queue = append(queue, c.Name)
+			}
+		}
+	}
+	return out
 }
 
 // medianRunDuration is the median wall time of the pipeline's recent
@@ -246,8 +272,11 @@ type ApplyOptions struct {
 	ResumeID  string // or the backfill to resume
 	Home      string
 	Now       time.Time
-	Grace     time.Duration
-	Wait      bool
+	// Clock and RefreshEvery: see Options.
+	Clock        func() time.Time
+	RefreshEvery time.Duration
+	Grace        time.Duration
+	Wait         bool
 	// OnPhase is told when a phase starts.
 	OnPhase    func(id, phase string)
 	OnProgress func(Progress)
@@ -446,8 +475,9 @@ func CancelBackfillRuns(ctx context.Context, st store.Store, b store.Backfill) e
 func (a *applier) pause(ctx context.Context) error {
 	st := a.o.Store
 	paused := slices.Clone(a.b.Paused)
-	for _, c := range a.o.Workspace.Consumers(a.def.Name) {
-		if slices.Contains(paused, c.Name) {
+	for _, name := range a.plan.Downstream {
+		c := a.o.Workspace.Pipeline(name)
+		if c == nil || slices.Contains(paused, c.Name) {
 			continue
 		}
 		sp, err := st.UpsertPipeline(ctx, store.UpsertPipelineParams{Name: c.Name, Hash: c.Hash, Now: time.Now()})
@@ -568,7 +598,8 @@ func (a *applier) runDates(ctx context.Context) error {
 		return err
 	}
 	sum, err := Run(ctx, Options{
-		Store: st, Workspace: a.o.Workspace, Now: a.o.Now, Home: a.o.Home, Wait: true, Grace: a.o.Grace,
+		Store: st, Workspace: a.o.Workspace, Now: a.o.Now, Clock: a.o.Clock, RefreshEvery: a.o.RefreshEvery,
+		Home: a.o.Home, Wait: true, Grace: a.o.Grace,
 		Backfill:   &BackfillRun{ID: a.b.ID, Pipeline: a.def.Name, MaxActiveRuns: a.plan.MaxActiveRuns, Reverse: a.plan.Reverse},
 		OnProgress: a.o.OnProgress, Log: a.o.Log,
 	})

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -285,5 +286,160 @@ pipeline "p" {
 	}
 	if scheduledStart.IsZero() || scheduledStart.After(starts[0]) {
 		t.Errorf("the due scheduled run started at %v, the backfill at %v; want the scheduled one first", scheduledStart, starts[0])
+	}
+}
+
+// A scheduled run that becomes due while a backfill saturates its pool
+// still runs on time: the execution picks it up at its next refresh and it
+// takes the slot the pool reserves for scheduled runs.
+func TestScheduledRunDueDuringBackfill(t *testing.T) {
+	e := newEnv(t, `
+pool "default" {
+  slots                  = 3
+  reserved_for_scheduled = 1
+}
+pipeline "p" {
+  schedule        = "@daily"
+  start_date      = "2025-01-01"
+  catchup         = false
+  max_active_runs = 2
+  task "t" { command = "sleep 0.3" }
+}
+`)
+	var mu sync.Mutex
+	clock := day(20)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	plan := e.plan(scheduler.PlanParams{Pipeline: "p", Start: day(0), End: day(15), Now: day(20)})
+	var switched time.Time
+	res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Clock: now, RefreshEvery: 100 * time.Millisecond,
+		OnPhase: func(id, phase string) {
+			if phase == scheduler.PhaseRun {
+				time.AfterFunc(500*time.Millisecond, func() {
+					mu.Lock()
+					clock, switched = day(21), time.Now() // 2025-01-21 is now due
+					mu.Unlock()
+				})
+			}
+		}})
+	if err != nil || res.State != store.BackfillSuccess {
+		t.Fatalf("apply: %v", err)
+	}
+	var nightly time.Time
+	var lastBackfill time.Time
+	for _, r := range e.runs("p") {
+		a := r.Tasks[0].Attempts[0]
+		switch {
+		case r.BackfillID == res.ID:
+			if a.StartedAt.After(lastBackfill) {
+				lastBackfill = a.StartedAt
+			}
+		case r.DS == day(20).Format("2006-01-02"):
+			if r.State != store.RunSuccess {
+				t.Errorf("the nightly run is %s", r.State)
+			}
+			nightly = a.StartedAt
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if nightly.IsZero() || switched.IsZero() || nightly.Before(switched) || !nightly.Before(lastBackfill) {
+		t.Errorf("nightly run started at %v, due at %v, last backfill attempt at %v; want it between", nightly, switched, lastBackfill)
+	}
+}
+
+// Cancel stops a running apply cleanly: its attempts are stopped and
+// recorded, its unfinished runs failed, the consumers unpaused.
+func TestCancelStopsApply(t *testing.T) {
+	e := newEnv(t, `
+pipeline "p" {
+  schedule        = "@daily"
+  start_date      = "2025-01-01"
+  max_active_runs = 2
+  task "t" { command = "echo start >> events.log; sleep 30" }
+}
+pipeline "c" {
+  schedule   = "@daily"
+  start_date = "2025-01-01"
+  catchup    = false
+  consumes   = [pipeline.p]
+  task "t" { command = "true" }
+}
+`)
+	plan := e.plan(scheduler.PlanParams{Pipeline: "p", Start: day(0), End: day(9), Now: day(10)})
+	ids := make(chan string, 10)
+	done := make(chan *scheduler.BackfillResult)
+	go func() {
+		res, _ := e.apply(scheduler.ApplyOptions{Plan: plan, Now: day(10), Grace: 200 * time.Millisecond,
+			OnPhase: func(bid, phase string) { ids <- bid }})
+		done <- res
+	}()
+	id := <-ids
+	for deadline := time.Now().Add(10 * time.Second); len(e.events("events.log")) < 2; {
+		if time.Now().After(deadline) {
+			t.Fatal("no attempt started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p, _ := e.st.GetPipeline(context.Background(), "c"); !p.Paused {
+		t.Error("the consumer is not paused during the backfill")
+	}
+	if err := e.st.UpdateBackfill(context.Background(), store.UpdateBackfillParams{ID: id, State: store.BackfillCancelled, Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	var res *scheduler.BackfillResult
+	select {
+	case res = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("apply did not stop after cancel")
+	}
+	if res.State != store.BackfillCancelled {
+		t.Errorf("state %s; want cancelled", res.State)
+	}
+	if p, _ := e.st.GetPipeline(context.Background(), "c"); p.Paused {
+		t.Error("the consumer is still paused")
+	}
+	for _, r := range e.runs("p") {
+		if r.BackfillID != id {
+			continue
+		}
+		if r.State != store.RunFailed {
+			t.Errorf("%s: %s; want failed", r.DS, r.State)
+		}
+		for _, a := range r.Tasks[0].Attempts {
+			if a.State == store.AttemptRunning {
+				t.Errorf("%s: an attempt is still running", r.DS)
+			}
+		}
+	}
+}
+
+// --include-downstream takes the consumers of consumers too.
+func TestPlanIncludeDownstream(t *testing.T) {
+	e := newEnv(t, `
+pipeline "raw" {
+  schedule   = "@daily"
+  start_date = "2025-01-01"
+  task "t" { command = "true" }
+}
+pipeline "revenue" {
+  schedule   = "@daily"
+  start_date = "2025-01-01"
+  consumes   = [pipeline.raw]
+  task "t" { command = "true" }
+}
+pipeline "board_pack" {
+  schedule   = "@daily"
+  start_date = "2025-01-01"
+  consumes   = [pipeline.revenue]
+  task "t" { command = "true" }
+}
+`)
+	pp := scheduler.PlanParams{Pipeline: "raw", Start: day(0), End: day(2), Now: day(3)}
+	if got := e.plan(pp).Downstream; strings.Join(got, ",") != "revenue" {
+		t.Errorf("downstream %v; want the direct consumer", got)
+	}
+	pp.IncludeDownstream = true
+	if got := e.plan(pp).Downstream; strings.Join(got, ",") != "revenue,board_pack" {
+		t.Errorf("downstream %v; want revenue and board_pack", got)
 	}
 }

@@ -40,6 +40,13 @@ type Options struct {
 	// Now is the logical clock that decides which intervals are due (--now);
 	// zero = the wall clock. Retry delays and timeouts always use the wall clock.
 	Now time.Time
+	// Clock, when set (and Now is zero), is the logical clock: an execution
+	// that lasts (a long catchup or backfill) looks for newly due intervals
+	// every RefreshEvery, so tonight's run is not left waiting.
+	Clock func() time.Time
+	// RefreshEvery is how often a long execution materializes newly due
+	// intervals when the clock is not fixed (default 30s).
+	RefreshEvery time.Duration
 	// MaxActiveRuns overrides every pipeline's max_active_runs when > 0.
 	MaxActiveRuns int
 	// Home is the directory of runs/ and logs/ (".rewind" by default).
@@ -123,6 +130,7 @@ type pipe struct {
 	activeTasks    int
 	queued         []*runNode               // not admitted, oldest first, backfill runs after the others
 	medians        map[string]time.Duration // per task: median of recent successful attempts
+	loaded         map[int64]bool           // ids of the runs in all
 	all            []*runNode               // every loaded run, oldest first (for depends_on_past)
 }
 
@@ -203,9 +211,15 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if o.Grace <= 0 {
 		o.Grace = 10 * time.Second
 	}
+	if o.Clock == nil && o.Now.IsZero() {
+		o.Clock = time.Now
+	}
+	if o.RefreshEvery <= 0 {
+		o.RefreshEvery = 30 * time.Second
+	}
 	now := o.Now
-	if now.IsZero() {
-		now = time.Now()
+	if o.Clock != nil && now.IsZero() {
+		now = o.Clock()
 	}
 	defs, err := selectPipelines(o.Workspace, o.Pipelines)
 	if err != nil {
@@ -336,49 +350,90 @@ func (e *engine) load(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		var prev *runNode
-		for _, r := range runs {
-			if r.Kind == store.KindBackfill && r.State != store.RunSuccess && r.State != store.RunFailed &&
-				(e.o.Backfill == nil || r.BackfillID != e.o.Backfill.ID) {
-				continue // another backfill's run: its apply runs it
-			}
-			n := e.node(p, r)
-			n.prev = prev
-			prev = n
-			p.all = append(p.all, n)
-			switch r.State {
-			case store.RunQueued:
-				p.queued = append(p.queued, n)
-				e.progress.Total++
-				e.progress.Queued++
-			case store.RunRunning:
-				e.active = append(e.active, n)
-				if n.run.Kind == store.KindBackfill {
-					p.activeFills++
-				} else {
-					p.activeRuns++
-				}
-				n.begun = time.Now()
-				e.progress.Total++
-				e.progress.Running++
-			default:
-				n.done = true
-			}
-		}
-		// Scheduled and manual runs outrank backfill runs in the queue; a
-		// reverse backfill runs newest first.
-		reverse := e.o.Backfill != nil && e.o.Backfill.Reverse
-		sort.SliceStable(p.queued, func(i, j int) bool {
-			a, b := p.queued[i].run, p.queued[j].run
-			if fa, fb := a.Kind == store.KindBackfill, b.Kind == store.KindBackfill; fa != fb {
-				return fb
-			} else if fa && reverse {
-				return a.LogicalDate.After(b.LogicalDate)
-			}
-			return false
-		})
+		e.addRuns(p, runs)
 	}
 	e.runProbes(ctx)
+	return nil
+}
+
+// addRuns adds loaded runs (oldest first, newer than those already loaded)
+// to a pipeline's queues.
+func (e *engine) addRuns(p *pipe, runs []store.Run) {
+	var prev *runNode
+	if len(p.all) > 0 {
+		prev = p.all[len(p.all)-1]
+	}
+	for _, r := range runs {
+		if r.Kind == store.KindBackfill && r.State != store.RunSuccess && r.State != store.RunFailed &&
+			(e.o.Backfill == nil || r.BackfillID != e.o.Backfill.ID) {
+			continue // another backfill's run: its apply runs it
+		}
+		if p.loaded[r.ID] {
+			continue
+		}
+		if p.loaded == nil {
+			p.loaded = map[int64]bool{}
+		}
+		p.loaded[r.ID] = true
+		n := e.node(p, r)
+		n.prev = prev
+		prev = n
+		p.all = append(p.all, n)
+		switch r.State {
+		case store.RunQueued:
+			p.queued = append(p.queued, n)
+			e.progress.Total++
+			e.progress.Queued++
+		case store.RunRunning:
+			e.active = append(e.active, n)
+			if n.run.Kind == store.KindBackfill {
+				p.activeFills++
+			} else {
+				p.activeRuns++
+			}
+			n.begun = time.Now()
+			e.progress.Total++
+			e.progress.Running++
+		default:
+			n.done = true
+		}
+	}
+	// Scheduled and manual runs outrank backfill runs in the queue; a
+	// reverse backfill runs newest first.
+	reverse := e.o.Backfill != nil && e.o.Backfill.Reverse
+	sort.SliceStable(p.queued, func(i, j int) bool {
+		a, b := p.queued[i].run, p.queued[j].run
+		if fa, fb := a.Kind == store.KindBackfill, b.Kind == store.KindBackfill; fa != fb {
+			return fb
+		} else if fa && reverse {
+			return a.LogicalDate.After(b.LogicalDate)
+		}
+		return false
+	})
+}
+
+// refresh materializes the intervals that became due since the execution
+// started, and queues their runs.
+func (e *engine) refresh(ctx context.Context) error {
+	now := e.o.Clock()
+	for _, p := range e.order {
+		if sp, err := e.st.GetPipeline(ctx, p.def.Name); err == nil && sp.Paused {
+			continue
+		}
+		n, err := Materialize(ctx, e.st, MaterializeParams{Pipeline: p.def, Catchup: p.def.Catchup || e.o.Catchup, Now: now})
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			continue
+		}
+		e.summary.Created += n
+		runs, err := e.st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{p.def.Name}, States: []store.RunState{store.RunQueued}, WithTasks: true, WithAttempts: true})
+		if err != nil {
+			return err
+		}
+		e.addRuns(p, runs)
+	}
 	return nil
 }
 
@@ -551,7 +606,18 @@ func (e *engine) loop(ctx context.Context) error {
 	done := ctx.Done()
 	stopping := false
 	var pending []completion
+	var nextRefresh time.Time
+	if e.o.Now.IsZero() {
+		nextRefresh = time.Now().Add(e.o.RefreshEvery)
+	}
 	for {
+		if !stopping && !nextRefresh.IsZero() && !time.Now().Before(nextRefresh) {
+			if err := e.refresh(context.WithoutCancel(ctx)); err != nil {
+				e.drain()
+				return err
+			}
+			nextRefresh = time.Now().Add(e.o.RefreshEvery)
+		}
 		// One transaction records the finished attempts, the runs admitted
 		// and finished, and the claims of the attempts to start; a second
 		// one records the processes started. Batching keeps the cost of the
@@ -593,6 +659,9 @@ func (e *engine) loop(ctx context.Context) error {
 		wakeAt := teardown
 		if !stopping && !nextRetry.IsZero() && (wakeAt.IsZero() || nextRetry.Before(wakeAt)) {
 			wakeAt = nextRetry
+		}
+		if !stopping && e.running > 0 && !nextRefresh.IsZero() && (wakeAt.IsZero() || nextRefresh.Before(wakeAt)) {
+			wakeAt = nextRefresh
 		}
 		var timer *time.Timer
 		var wake <-chan time.Time

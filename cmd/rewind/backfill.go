@@ -28,6 +28,7 @@ type planFlags struct {
 	maxActiveRuns int
 	now           string
 	path          string
+	downstream    bool
 }
 
 func (f *planFlags) add(c *cobra.Command) {
@@ -39,6 +40,7 @@ func (f *planFlags) add(c *cobra.Command) {
 	c.Flags().IntVar(&f.maxActiveRuns, "max-active-runs", 0, "runs of the backfill at once (default: the pipeline's max_active_runs)")
 	c.Flags().StringVar(&f.now, "now", "", "the clock (RFC 3339): only due intervals are backfilled")
 	c.Flags().StringVar(&f.path, "path", ".", "directory of the pipeline files")
+	c.Flags().BoolVar(&f.downstream, "include-downstream", false, "pause and rebuild every pipeline downstream, not only the direct consumers")
 }
 
 func (f *planFlags) plan(cmd *cobra.Command, g *globals, pipeline string, st store.Store) (*scheduler.Plan, error) {
@@ -67,7 +69,7 @@ func (f *planFlags) plan(cmd *cobra.Command, g *globals, pipeline string, st sto
 	}
 	plan, err := scheduler.MakePlan(cmd.Context(), st, scheduler.PlanParams{
 		Workspace: w, Pipeline: pipeline, Start: start, End: end, Reprocess: f.reprocess,
-		Reverse: f.reverse, MaxActiveRuns: f.maxActiveRuns, Now: now,
+		Reverse: f.reverse, MaxActiveRuns: f.maxActiveRuns, Now: now, IncludeDownstream: f.downstream,
 	})
 	if err != nil {
 		return nil, exitWith(exitUsage, "%v", err)
