@@ -1,0 +1,19 @@
+// Package lake owns rewind's versioned outputs on Apache Iceberg.
+//
+// A pipeline's output is an Iceberg table partitioned by its date column. The
+// package writes a run's files as the replacement of one date's partition in
+// a single Iceberg commit (so re-running a date never duplicates its rows),
+// writes backfills to a branch beside main, reads per-date row counts and
+// column sums so a backfill can be validated against main, cuts main over to
+// the branch in one atomic catalog commit that also tags the old main, rolls
+// main back to such a tag, and expires the tags, branches and snapshots that
+// are past their retention.
+//
+// The catalog is either a SQLite file with a local warehouse directory (the
+// embedded default under .rewind/) or a REST catalog. Every change to a
+// table's refs is a compare-and-swap on the catalog: the commit carries
+// requirements on the refs it read, so a concurrent commit to main is
+// detected and reported as ErrConcurrentCommit instead of being lost, and a
+// process killed in the middle of a cutover leaves main either where it was
+// or where it was going, never in between.
+package lake

@@ -1,0 +1,588 @@
+package lake
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// batchRows is the number of rows per Arrow record built from an input.
+const batchRows = 64 * 1024
+
+// Input formats, chosen by file extension.
+const (
+	formatCSV     = "csv"
+	formatJSONL   = "jsonl"
+	formatParquet = "parquet"
+)
+
+func formatOf(path string) (string, error) {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".csv":
+		return formatCSV, nil
+	case ".jsonl", ".json", ".ndjson":
+		return formatJSONL, nil
+	case ".parquet", ".pq":
+		return formatParquet, nil
+	}
+	return "", fmt.Errorf("%w: %s: unknown format (want .csv, .jsonl, .json or .parquet)", ErrBadInput, path)
+}
+
+// converter turns the files of one output into Arrow records of the
+// table's Arrow schema, checking the partition column against ds.
+type converter struct {
+	o       Output
+	schema  *arrow.Schema
+	types   []string // declared type per column
+	partIdx int
+	dsDays  int32 // ds as days since the epoch; checkDS is false for appends of several dates
+	checkDS bool
+	ds      string
+	mem     memory.Allocator
+}
+
+// row is a source of values for the declared columns of one input row.
+type rowSource interface {
+	// value returns column i's value: nil, string, bool, int64, float64,
+	// json.Number or time.Time (a date is time.Time at midnight UTC).
+	value(i int) (any, error)
+}
+
+func newConverter(o Output, schema *arrow.Schema, ds string, checkDS bool) (*converter, error) {
+	c := &converter{o: o, schema: schema, ds: ds, checkDS: checkDS, mem: memory.DefaultAllocator, partIdx: -1}
+	for i, col := range o.Columns {
+		c.types = append(c.types, col.Type)
+		if col.Name == o.Partition {
+			c.partIdx = i
+		}
+	}
+	if checkDS {
+		d, err := parseDate(ds)
+		if err != nil {
+			return nil, fmt.Errorf("lake: ds %q: %w", ds, err)
+		}
+		c.dsDays = d
+	}
+	return c, nil
+}
+
+// batch accumulates rows into one Arrow record.
+type batch struct {
+	c   *converter
+	b   *array.RecordBuilder
+	n   int
+	out []arrow.RecordBatch
+}
+
+func (c *converter) newBatch() *batch {
+	return &batch{c: c, b: array.NewRecordBuilder(c.mem, c.schema)}
+}
+
+func (bt *batch) add(src rowSource, where func() string) error {
+	for i := range bt.c.types {
+		v, err := src.value(i)
+		if err != nil {
+			return fmt.Errorf("%w: %s: column %s: %v", ErrBadInput, where(), bt.c.o.Columns[i].Name, err)
+		}
+		if i == bt.c.partIdx {
+			if v == nil {
+				return fmt.Errorf("%w: %s: partition column %s is empty", ErrBadInput, where(), bt.c.o.Partition)
+			}
+			if bt.c.checkDS {
+				d, err := toDate(v)
+				if err != nil {
+					return fmt.Errorf("%w: %s: column %s: %v", ErrBadInput, where(), bt.c.o.Partition, err)
+				}
+				if d != bt.c.dsDays {
+					return fmt.Errorf("%w: %s: row of %s %s in the partition of %s", ErrBadInput, where(),
+						bt.c.o.Partition, time.Unix(int64(d)*86400, 0).UTC().Format(time.DateOnly), bt.c.ds)
+				}
+			}
+		}
+		if err := appendValue(bt.b.Field(i), bt.c.types[i], v); err != nil {
+			return fmt.Errorf("%w: %s: column %s: %v", ErrBadInput, where(), bt.c.o.Columns[i].Name, err)
+		}
+	}
+	bt.n++
+	if bt.n >= batchRows {
+		bt.flush()
+	}
+	return nil
+}
+
+func (bt *batch) flush() {
+	if bt.n == 0 {
+		return
+	}
+	bt.out = append(bt.out, bt.b.NewRecordBatch())
+	bt.n = 0
+}
+
+func (bt *batch) release() {
+	bt.b.Release()
+	for _, r := range bt.out {
+		r.Release()
+	}
+	bt.out = nil
+}
+
+// readFiles converts every file into Arrow records. On error, nothing is
+// returned (and nothing has been written to the table).
+func (c *converter) readFiles(ctx context.Context, files []string) ([]arrow.RecordBatch, error) {
+	bt := c.newBatch()
+	for _, path := range files {
+		if err := ctx.Err(); err != nil {
+			bt.release()
+			return nil, err
+		}
+		format, err := formatOf(path)
+		if err == nil {
+			switch format {
+			case formatCSV:
+				err = c.readCSV(path, bt)
+			case formatJSONL:
+				err = c.readJSONL(path, bt)
+			case formatParquet:
+				err = c.readParquet(ctx, path, bt)
+			}
+		}
+		if err != nil {
+			bt.release()
+			return nil, err
+		}
+	}
+	bt.flush()
+	bt.b.Release()
+	return bt.out, nil
+}
+
+type csvRow struct {
+	rec   []string
+	index []int // column -> record position
+}
+
+func (r csvRow) value(i int) (any, error) {
+	return r.rec[r.index[i]], nil
+}
+
+func (c *converter) readCSV(path string, bt *batch) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrBadInput, err)
+	}
+	defer f.Close()
+	r := csv.NewReader(bufio.NewReaderSize(f, 1<<20))
+	r.ReuseRecord = true
+	header, err := r.Read()
+	if err == io.EOF {
+		return fmt.Errorf("%w: %s: empty file, want a header line", ErrBadInput, path)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadInput, path, err)
+	}
+	pos := map[string]int{}
+	for i, h := range header {
+		h = strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))
+		pos[h] = i
+	}
+	index, err := c.mapHeader(path, pos)
+	if err != nil {
+		return err
+	}
+	line := 1
+	where := func() string { return fmt.Sprintf("%s:%d", path, line) }
+	for {
+		rec, err := r.Read()
+		line++
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrBadInput, path, err)
+		}
+		if err := bt.add(csvRow{rec: rec, index: index}, where); err != nil {
+			return err
+		}
+	}
+}
+
+// mapHeader maps declared columns to the positions of a file's columns:
+// every declared column must be present and every file column declared.
+func (c *converter) mapHeader(path string, pos map[string]int) ([]int, error) {
+	index := make([]int, len(c.o.Columns))
+	for i, col := range c.o.Columns {
+		p, ok := pos[col.Name]
+		if !ok {
+			return nil, fmt.Errorf("%w: %s: no column %s", ErrBadInput, path, col.Name)
+		}
+		index[i] = p
+	}
+	if len(pos) != len(c.o.Columns) {
+		declared := map[string]bool{}
+		for _, col := range c.o.Columns {
+			declared[col.Name] = true
+		}
+		for name := range pos {
+			if !declared[name] {
+				return nil, fmt.Errorf("%w: %s: column %s is not declared in the output", ErrBadInput, path, name)
+			}
+		}
+	}
+	return index, nil
+}
+
+type jsonRow struct {
+	obj   map[string]any
+	names []string
+}
+
+func (r jsonRow) value(i int) (any, error) {
+	v := r.obj[r.names[i]]
+	switch v.(type) {
+	case nil, string, bool, json.Number:
+		return v, nil
+	}
+	return nil, fmt.Errorf("unsupported JSON value %v", v)
+}
+
+func (c *converter) readJSONL(path string, bt *batch) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrBadInput, err)
+	}
+	defer f.Close()
+	names := make([]string, len(c.o.Columns))
+	declared := map[string]bool{}
+	for i, col := range c.o.Columns {
+		names[i] = col.Name
+		declared[col.Name] = true
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	line := 0
+	where := func() string { return fmt.Sprintf("%s:%d", path, line) }
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber()
+		var obj map[string]any
+		if err := dec.Decode(&obj); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrBadInput, where(), err)
+		}
+		for k := range obj {
+			if !declared[k] {
+				return fmt.Errorf("%w: %s: field %s is not declared in the output", ErrBadInput, where(), k)
+			}
+		}
+		if err := bt.add(jsonRow{obj: obj, names: names}, where); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadInput, path, err)
+	}
+	return nil
+}
+
+type arrowRow struct {
+	cols []arrow.Array
+	row  int
+}
+
+func (r *arrowRow) value(i int) (any, error) {
+	return arrowValue(r.cols[i], r.row)
+}
+
+func (c *converter) readParquet(ctx context.Context, path string, bt *batch) error {
+	pf, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadInput, path, err)
+	}
+	defer pf.Close()
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: batchRows}, c.mem)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadInput, path, err)
+	}
+	rr, err := fr.GetRecordReader(ctx, nil, nil)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadInput, path, err)
+	}
+	defer rr.Release()
+	pos := map[string]int{}
+	for i, f := range rr.Schema().Fields() {
+		pos[f.Name] = i
+	}
+	index, err := c.mapHeader(path, pos)
+	if err != nil {
+		return err
+	}
+	row := 0
+	where := func() string { return fmt.Sprintf("%s: row %d", path, row+1) }
+	for rr.Next() {
+		rec := rr.RecordBatch()
+		src := &arrowRow{cols: make([]arrow.Array, len(index))}
+		for i, p := range index {
+			src.cols[i] = rec.Column(p)
+		}
+		for j := 0; j < int(rec.NumRows()); j++ {
+			src.row = j
+			if err := bt.add(src, where); err != nil {
+				return err
+			}
+			row++
+		}
+	}
+	if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: %s: %v", ErrBadInput, path, err)
+	}
+	return nil
+}
+
+// arrowValue reads one value of a Parquet column.
+func arrowValue(a arrow.Array, i int) (any, error) {
+	if a.IsNull(i) {
+		return nil, nil
+	}
+	switch a := a.(type) {
+	case *array.String:
+		return a.Value(i), nil
+	case *array.LargeString:
+		return a.Value(i), nil
+	case *array.Boolean:
+		return a.Value(i), nil
+	case *array.Int8:
+		return int64(a.Value(i)), nil
+	case *array.Int16:
+		return int64(a.Value(i)), nil
+	case *array.Int32:
+		return int64(a.Value(i)), nil
+	case *array.Int64:
+		return a.Value(i), nil
+	case *array.Uint8:
+		return int64(a.Value(i)), nil
+	case *array.Uint16:
+		return int64(a.Value(i)), nil
+	case *array.Uint32:
+		return int64(a.Value(i)), nil
+	case *array.Float32:
+		return float64(a.Value(i)), nil
+	case *array.Float64:
+		return a.Value(i), nil
+	case *array.Date32:
+		return a.Value(i).ToTime(), nil
+	case *array.Date64:
+		return a.Value(i).ToTime(), nil
+	case *array.Timestamp:
+		unit := a.DataType().(*arrow.TimestampType).Unit
+		return a.Value(i).ToTime(unit).UTC(), nil
+	}
+	return nil, fmt.Errorf("unsupported Parquet type %s", a.DataType())
+}
+
+// parseDate parses YYYY-MM-DD into days since the epoch.
+func parseDate(s string) (int32, error) {
+	t, err := time.Parse(time.DateOnly, strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("not a date (want YYYY-MM-DD): %q", s)
+	}
+	return int32(t.Unix() / 86400), nil
+}
+
+func toDate(v any) (int32, error) {
+	switch v := v.(type) {
+	case string:
+		return parseDate(v)
+	case time.Time:
+		// A date, or a timestamp at midnight UTC.
+		if v.UTC().Truncate(24*time.Hour) != v.UTC() {
+			return 0, fmt.Errorf("timestamp %s is not a date", v)
+		}
+		return int32(v.UTC().Unix() / 86400), nil
+	}
+	return 0, fmt.Errorf("not a date: %v", v)
+}
+
+var timestampLayouts = []string{
+	time.RFC3339Nano,
+	"2006-01-02T15:04:05.999999999",
+	"2006-01-02 15:04:05.999999999Z07:00",
+	"2006-01-02 15:04:05.999999999",
+	time.DateOnly,
+}
+
+func toTimestampMicros(v any) (int64, error) {
+	switch v := v.(type) {
+	case string:
+		s := strings.TrimSpace(v)
+		for _, layout := range timestampLayouts {
+			if t, err := time.Parse(layout, s); err == nil {
+				return t.UTC().UnixMicro(), nil
+			}
+		}
+		return 0, fmt.Errorf("not a timestamp: %q", v)
+	case time.Time:
+		return v.UTC().UnixMicro(), nil
+	}
+	return 0, fmt.Errorf("not a timestamp: %v", v)
+}
+
+func toInt(v any, bits int) (int64, error) {
+	var n int64
+	switch v := v.(type) {
+	case string:
+		x, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("not an integer: %q", v)
+		}
+		n = x
+	case json.Number:
+		x, err := strconv.ParseInt(string(v), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("not an integer: %s", v)
+		}
+		n = x
+	case int64:
+		n = v
+	case float64:
+		if v != math.Trunc(v) || math.Abs(v) > 1<<53 {
+			return 0, fmt.Errorf("not an integer: %v", v)
+		}
+		n = int64(v)
+	default:
+		return 0, fmt.Errorf("not an integer: %v", v)
+	}
+	if bits == 32 && (n < math.MinInt32 || n > math.MaxInt32) {
+		return 0, fmt.Errorf("%d out of range for int", n)
+	}
+	return n, nil
+}
+
+func toFloat(v any) (float64, error) {
+	switch v := v.(type) {
+	case string:
+		x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			return 0, fmt.Errorf("not a number: %q", v)
+		}
+		return x, nil
+	case json.Number:
+		x, err := strconv.ParseFloat(string(v), 64)
+		if err != nil {
+			return 0, fmt.Errorf("not a number: %s", v)
+		}
+		return x, nil
+	case int64:
+		return float64(v), nil
+	case float64:
+		return v, nil
+	}
+	return 0, fmt.Errorf("not a number: %v", v)
+}
+
+func toBool(v any) (bool, error) {
+	switch v := v.(type) {
+	case bool:
+		return v, nil
+	case string:
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "true", "t", "1", "yes":
+			return true, nil
+		case "false", "f", "0", "no":
+			return false, nil
+		}
+	case int64:
+		if v == 0 || v == 1 {
+			return v == 1, nil
+		}
+	case json.Number:
+		if v == "0" || v == "1" {
+			return v == "1", nil
+		}
+	}
+	return false, fmt.Errorf("not a boolean: %v", v)
+}
+
+// appendValue converts v to the declared type and appends it. An empty
+// string is a null for every type but string.
+func appendValue(b array.Builder, typ string, v any) error {
+	if s, ok := v.(string); ok && s == "" && typ != "string" {
+		v = nil
+	}
+	if v == nil {
+		b.AppendNull()
+		return nil
+	}
+	switch typ {
+	case "string":
+		switch x := v.(type) {
+		case string:
+			b.(*array.StringBuilder).Append(x)
+		case json.Number:
+			b.(*array.StringBuilder).Append(string(x))
+		case time.Time:
+			b.(*array.StringBuilder).Append(x.Format(time.RFC3339Nano))
+		default:
+			b.(*array.StringBuilder).Append(fmt.Sprint(x))
+		}
+	case "date":
+		d, err := toDate(v)
+		if err != nil {
+			return err
+		}
+		b.(*array.Date32Builder).Append(arrow.Date32(d))
+	case "double":
+		f, err := toFloat(v)
+		if err != nil {
+			return err
+		}
+		b.(*array.Float64Builder).Append(f)
+	case "long":
+		n, err := toInt(v, 64)
+		if err != nil {
+			return err
+		}
+		b.(*array.Int64Builder).Append(n)
+	case "int":
+		n, err := toInt(v, 32)
+		if err != nil {
+			return err
+		}
+		b.(*array.Int32Builder).Append(int32(n))
+	case "boolean":
+		x, err := toBool(v)
+		if err != nil {
+			return err
+		}
+		b.(*array.BooleanBuilder).Append(x)
+	case "timestamp":
+		us, err := toTimestampMicros(v)
+		if err != nil {
+			return err
+		}
+		b.(*array.TimestampBuilder).Append(arrow.Timestamp(us))
+	default:
+		return fmt.Errorf("unknown type %s", typ)
+	}
+	return nil
+}
