@@ -23,6 +23,18 @@
 // pool.*), rendered and run for one date by Requirement.Check; a notify
 // block's command may not refer to run.* or pool.*.
 //
+// Catalog blocks declare the Iceberg catalogs of the workspace (type sql,
+// a SQLite file and a local warehouse directory resolved against the
+// declaring file's directory, or rest); "local", sql under the workspace
+// directory's .rewind/, exists even when not declared. An output block in
+// a pipeline is a versioned table: catalog, table ("namespace.table"),
+// columns in the order written, a date partition column, a retention and
+// validate rules, all fixed at load time, and from, a glob over run.* that
+// Output.Files expands for one run. Load rejects unknown catalogs and
+// column types, a partition that is not a date column, max_change on a
+// column that is unknown or not numeric, and two outputs of the workspace
+// writing one table.
+//
 // A task or pipeline block with for_each generates one instance per key:
 // the instance is named "<label>_<key>", with every character of the key
 // outside [A-Za-z0-9_-] replaced by "_", so that generated names are plain

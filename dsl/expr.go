@@ -133,6 +133,12 @@ type scope struct {
 	// notify: a notify block's command, run once per backfill report,
 	// outside any run and any pool.
 	notify bool
+	// output: an output's from, rendered once a run's tasks have
+	// succeeded, outside any pool: run.* but not pool.*.
+	output bool
+	// static, when set, is why run.* and pool.* are not available: the
+	// arguments of a catalog block, and those of an output block but from.
+	static string
 }
 
 func hasAttr(attrs map[string]cty.Type, name string) bool {
@@ -192,6 +198,8 @@ func (l *loader) checkRefs(expr hcl.Expression, sc scope) hcl.Diagnostics {
 			}
 		case "run":
 			switch {
+			case sc.static != "":
+				errorf(tr.SourceRange(), "run.* not available here", "%s", sc.static)
 			case sc.notify:
 				errorf(tr.SourceRange(), "run.* not available here", "A notify block belongs to the workspace, not to a run: its command runs once per backfill report (the report's path in $REWIND_REPORT, its text on stdin) and may not refer to run.*.")
 			case !sc.run && sc.pool:
@@ -205,6 +213,10 @@ func (l *loader) checkRefs(expr hcl.Expression, sc scope) hcl.Diagnostics {
 			}
 		case "pool":
 			switch {
+			case sc.static != "":
+				errorf(tr.SourceRange(), "pool.* not available here", "%s", sc.static)
+			case sc.output:
+				errorf(tr.SourceRange(), "pool.* not available here", "An output's from is rendered once every task of a run has succeeded, outside any pool: it may refer to run.*, not to pool.*.")
 			case sc.notify:
 				errorf(tr.SourceRange(), "pool.* not available here", "A notify block belongs to the workspace, not to a pool: its command may not refer to pool.*.")
 			case sc.requires:

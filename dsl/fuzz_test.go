@@ -17,6 +17,39 @@ func FuzzLoad(f *testing.F) {
 		f.Add(src)
 	}
 	f.Add([]byte(minimal))
+	f.Add([]byte(`catalog "local" {
+  uri = ""
+}
+catalog "prod" {
+  type = "rest"
+  uri  = "ftp://x"
+}
+catalog "prod" { type = "hive" }
+pipeline "p" {
+  schedule   = "@daily"
+  start_date = "2025-07-01"
+  task "a" {
+    command = "true"
+  }
+  output "o" {
+    catalog   = "nosuch"
+    table     = "a.b.c"
+    from      = "${run.dir}/${pool.name}[.csv"
+    columns   = { ds = "date", ds = "long", x = 1, y = "float", (run.ds) = "int" }
+    partition = "x"
+    retention = "0d"
+    validate {
+      max_change = { y = -1, z = "a", ds = 0.1 }
+    }
+    validate {}
+  }
+  output "o" {
+    table   = "a.b"
+    from    = ""
+    columns = tomap({})
+  }
+}
+`))
 	f.Add([]byte(`pool "slurm" {
   slots                  = 2
   reserved_for_scheduled = 2

@@ -30,6 +30,18 @@ type hashPipeline struct {
 	// Consumes is left out of the JSON when empty, so that the hash of a
 	// pipeline that consumes nothing is the one it had before consumes existed.
 	Consumes []string `json:",omitempty"`
+	// Outputs, likewise left out when empty.
+	Outputs []hashOutput `json:",omitempty"`
+}
+
+// hashOutput is what an output changes about a run: which files it commits
+// where, and how.
+type hashOutput struct {
+	Catalog   string
+	Table     string
+	Columns   []OutputColumn
+	Partition string
+	From      string
 }
 
 // hashPool is a pool the pipeline uses: a task's, a skew block's, or one
@@ -152,6 +164,15 @@ func (l *loader) hashPipeline(p *Pipeline) string {
 		}
 	}
 	h.Skew = skew(p.Skew)
+	for _, o := range p.Outputs {
+		h.Outputs = append(h.Outputs, hashOutput{
+			Catalog:   o.Catalog,
+			Table:     o.Table,
+			Columns:   o.Columns,
+			Partition: o.Partition,
+			From:      l.fingerprint(o.from, o.ctx),
+		})
+	}
 	b, err := json.Marshal(h)
 	if err != nil {
 		// Every field is a plain value: this cannot fail.

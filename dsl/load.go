@@ -33,10 +33,11 @@ type LoadOptions struct {
 // source snippets.
 func Load(path string, opts LoadOptions) (*Workspace, hcl.Diagnostics) {
 	ws := &Workspace{
-		Dir:    path,
-		Files:  map[string]*hcl.File{},
-		Pools:  map[string]*Pool{},
-		Limits: map[string]*Limit{},
+		Dir:      path,
+		Files:    map[string]*hcl.File{},
+		Pools:    map[string]*Pool{},
+		Limits:   map[string]*Limit{},
+		Catalogs: map[string]*Catalog{},
 	}
 	l := &loader{opts: opts, ws: ws}
 	files := l.findFiles(path)
@@ -50,6 +51,7 @@ func Load(path string, opts LoadOptions) (*Workspace, hcl.Diagnostics) {
 	bodies := l.parseFiles(files)
 	if l.diags.HasErrors() {
 		ws.Pools[DefaultPoolName] = newPool(DefaultPoolName)
+		ws.Catalogs[DefaultCatalogName] = implicitCatalog(ws.Dir)
 		return ws, sortDiagnostics(l.diags)
 	}
 	l.decode(bodies)
@@ -99,6 +101,8 @@ type loader struct {
 	vars   map[string]*variable
 	locals map[string]*local
 	ctx    *hcl.EvalContext // functions, var.*, local.*
+
+	outputs []*outputDecl // every output with a valid table, for checkOutputTables
 }
 
 func (l *loader) errorf(subject hcl.Range, summary, detail string, args ...any) {
@@ -175,11 +179,12 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "variable", LabelNames: []string{"name"}},
 		{Type: "locals"},
 		{Type: "notify", LabelNames: []string{"name"}},
+		{Type: "catalog", LabelNames: []string{"name"}},
 	},
 }
 
 func (l *loader) decode(bodies []hcl.Body) {
-	var pools, limits, pipelines, variables, locals, notifies []*hcl.Block
+	var pools, limits, pipelines, variables, locals, notifies, catalogs []*hcl.Block
 	for _, body := range bodies {
 		content, diags := body.Content(rootSchema)
 		l.diags = append(l.diags, diags...)
@@ -197,6 +202,8 @@ func (l *loader) decode(bodies []hcl.Body) {
 				locals = append(locals, b)
 			case "notify":
 				notifies = append(notifies, b)
+			case "catalog":
+				catalogs = append(catalogs, b)
 			}
 		}
 	}
@@ -212,7 +219,9 @@ func (l *loader) decode(bodies []hcl.Body) {
 	}
 	l.decodePools(pools)
 	l.decodeLimits(limits)
+	l.decodeCatalogs(catalogs)
 	l.decodePipelines(pipelines)
+	l.checkOutputTables()
 	l.decodeNotifies(notifies)
 }
 

@@ -38,6 +38,7 @@ var pipelineSchema = &hcl.BodySchema{
 		{Type: "task", LabelNames: []string{"name"}},
 		{Type: "skew"},
 		{Type: "requires", LabelNames: []string{"name"}},
+		{Type: "output", LabelNames: []string{"name"}},
 	},
 }
 
@@ -218,7 +219,7 @@ func (l *loader) decodePipeline(b *hcl.Block, content *hcl.BodyContent, inst ins
 	}
 
 	var skewBlock *hcl.Block
-	var taskBlocks, requiresBlocks []*hcl.Block
+	var taskBlocks, requiresBlocks, outputBlocks []*hcl.Block
 	for _, blk := range content.Blocks {
 		switch blk.Type {
 		case "skew":
@@ -231,6 +232,8 @@ func (l *loader) decodePipeline(b *hcl.Block, content *hcl.BodyContent, inst ins
 			taskBlocks = append(taskBlocks, blk)
 		case "requires":
 			requiresBlocks = append(requiresBlocks, blk)
+		case "output":
+			outputBlocks = append(outputBlocks, blk)
 		}
 	}
 	if skewBlock != nil {
@@ -238,5 +241,6 @@ func (l *loader) decodePipeline(b *hcl.Block, content *hcl.BodyContent, inst ins
 	}
 	l.decodeTasks(p, b, taskBlocks, ctx, sc)
 	l.decodeRequires(p, requiresBlocks, ctx, sc)
+	l.decodeOutputs(p, outputBlocks, ctx, sc)
 	return p
 }

@@ -25,6 +25,46 @@ type Workspace struct {
 	Limits map[string]*Limit
 	// Notifies are the notify blocks: where backfill reports go, by name.
 	Notifies []*Notify
+	// Catalogs are the catalog blocks by name; "local" (type sql,
+	// .rewind/catalog.db, .rewind/warehouse) exists even when not declared.
+	Catalogs map[string]*Catalog
+}
+
+// Catalog is an Iceberg catalog: type "sql" (a SQLite file and a local
+// warehouse directory) or "rest".
+type Catalog struct {
+	Name      string
+	Type      string
+	URI       string // absolute for sql (relative paths are to the declaring file's directory)
+	Warehouse string // absolute for sql
+	DeclRange hcl.Range
+}
+
+// Output is a versioned table a pipeline writes: when a run succeeds, the
+// files it wrote replace that date's partition.
+type Output struct {
+	Name      string
+	Catalog   string // default "local"
+	Table     string // "namespace.table"
+	Columns   []OutputColumn
+	Partition string        // the date column (default "ds"); one partition per logical date
+	Retention time.Duration // default 14 days
+	// MaxChange: per column, the largest |new - old| / |old| of the column's
+	// sum per date that validation accepts.
+	MaxChange map[string]float64
+	DeclRange hcl.Range
+
+	from     hcl.Expression // glob templated with run.*
+	fromText string         // from as written, for FromText
+	ctx      *hcl.EvalContext
+	dir      string
+	loc      *time.Location
+	pipe     string
+}
+
+// OutputColumn is one column of an output table.
+type OutputColumn struct {
+	Name, Type string // date | string | double | long | int | boolean | timestamp
 }
 
 // Consumers returns the pipelines that consume pipeline name (consumes =
@@ -137,6 +177,8 @@ type Pipeline struct {
 	Consumes []string
 	// Requires are the source checks a backfill runs for every date first.
 	Requires []*Requirement
+	// Outputs are the versioned tables the pipeline writes.
+	Outputs []*Output
 	// Dir is the directory of the file that declares the pipeline.
 	Dir string
 	// Hash identifies the definition: it changes when anything that affects runs changes.
