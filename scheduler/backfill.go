@@ -31,12 +31,14 @@ const (
 	PhaseVerify    = "verify"             // every source check of every date
 	PhaseWatermark = "reset_watermarks"   // this pipeline's and its consumers'
 	PhaseRun       = "run"                // the dates, as runs of kind backfill
+	PhaseValidate  = "validate"           // the outputs' branch against main, per date
+	PhaseCutover   = "cutover"            // main fast-forwarded to the branch, old main tagged
 	PhaseRebuild   = "rebuild_downstream" // the consumers' affected dates
 	PhaseReport    = "report"             // .rewind/backfills/ID.md and notify blocks
 	PhaseDone      = "done"
 )
 
-var phases = []string{PhasePause, PhaseVerify, PhaseWatermark, PhaseRun, PhaseRebuild, PhaseReport, PhaseDone}
+var phases = []string{PhasePause, PhaseVerify, PhaseWatermark, PhaseRun, PhaseValidate, PhaseCutover, PhaseRebuild, PhaseReport, PhaseDone}
 
 // PlanParams say what to backfill.
 type PlanParams struct {
@@ -277,6 +279,8 @@ type ApplyOptions struct {
 	RefreshEvery time.Duration
 	Grace        time.Duration
 	Wait         bool
+	// Force cuts over even when validation finds changes over max_change.
+	Force bool
 	// OnPhase is told when a phase starts.
 	OnPhase    func(id, phase string)
 	OnProgress func(Progress)
@@ -290,6 +294,8 @@ type BackfillResult struct {
 	ReportPath string
 	Missing    []string // dates whose sources failed verification: "ds: check: error"
 	Summary    *Summary
+	// Corrections are the outputs' per-date changes that validation found.
+	Corrections []Correction
 }
 
 // ErrSourcesMissing stops a backfill whose source checks failed before
@@ -347,7 +353,7 @@ func ApplyBackfill(ctx context.Context, o ApplyOptions) (*BackfillResult, error)
 			b.ID = fmt.Sprintf("%s_%d", base, n)
 		}
 	}
-	a := &applier{o: o, b: b, plan: plan, res: &BackfillResult{ID: b.ID, State: store.BackfillRunning}}
+	a := &applier{o: o, b: b, plan: plan, res: &BackfillResult{ID: b.ID, State: store.BackfillRunning}, lakes: NewLakes(o.Workspace)}
 	a.def = o.Workspace.Pipeline(plan.Pipeline)
 	if a.def == nil {
 		return a.res, fmt.Errorf("backfill %s: pipeline %s is not in the workspace", b.ID, plan.Pipeline)
@@ -360,11 +366,95 @@ func newBackfillID(pipeline string) string {
 }
 
 type applier struct {
-	o    ApplyOptions
-	b    store.Backfill
-	plan Plan
-	def  *dsl.Pipeline
-	res  *BackfillResult
+	o     ApplyOptions
+	b     store.Backfill
+	plan  Plan
+	def   *dsl.Pipeline
+	res   *BackfillResult
+	lakes *Lakes
+}
+
+// ErrValidation stops a backfill whose outputs changed more than their
+// validate rules allow: main is left untouched, the branch kept.
+var ErrValidation = errors.New("validation failed")
+
+func (a *applier) selectedDS() []string {
+	var out []string
+	for _, d := range a.selected() {
+		out = append(out, d.DS)
+	}
+	return out
+}
+
+// validate compares each output's branch with main for every date of the
+// backfill (write-audit-publish): main stays untouched until cutover.
+func (a *applier) validate(ctx context.Context) error {
+	if a.runsFailed(ctx) {
+		return errors.New("some runs of the backfill failed: main is left untouched (see rewind backfill status)")
+	}
+	if len(a.def.Outputs) == 0 {
+		return nil
+	}
+	cs, err := Corrections(ctx, a.lakes, a.def, "main", BranchName(a.b.ID), a.selectedDS())
+	if err != nil {
+		return err
+	}
+	a.res.Corrections = cs
+	var over []string
+	for _, c := range cs {
+		if c.Violates() {
+			over = append(over, fmt.Sprintf("%s %s %s: %.2f -> %.2f (%.2f%% > %.2f%%)", c.Output, c.DS, c.Column, c.Old, c.New, 100*c.Change, 100*c.Limit))
+		}
+	}
+	if len(over) > 0 && !a.o.Force {
+		return fmt.Errorf("%w: %d changes over max_change; main is untouched, branch %s kept (apply --resume %s --force cuts over anyway):\n  %s",
+			ErrValidation, len(over), BranchName(a.b.ID), a.b.ID, strings.Join(over, "\n  "))
+	}
+	return nil
+}
+
+// cutover fast-forwards each output's main to the backfill's branch in one
+// catalog commit and tags the old main pre_backfill_<ID>.
+func (a *applier) cutover(ctx context.Context) error {
+	for _, o := range a.def.Outputs {
+		lk, err := a.lakes.Get(ctx, o.Catalog)
+		if err != nil {
+			return err
+		}
+		if err := lk.FastForward(ctx, o.Table, "main", BranchName(a.b.ID), TagName(a.b.ID)); err != nil {
+			return fmt.Errorf("cutover of %s: %w", o.Table, err)
+		}
+	}
+	return nil
+}
+
+// RollbackBackfill moves main of each output of a backfill's pipeline back
+// to the snapshot tagged before its cutover.
+func RollbackBackfill(ctx context.Context, st store.Store, ws *dsl.Workspace, id string) error {
+	b, err := st.GetBackfill(ctx, id)
+	if err != nil {
+		return err
+	}
+	def := ws.Pipeline(b.Pipeline)
+	if def == nil {
+		return fmt.Errorf("backfill %s: pipeline %s is not in the workspace", id, b.Pipeline)
+	}
+	if len(def.Outputs) == 0 {
+		return fmt.Errorf("pipeline %s has no outputs: nothing to roll back", b.Pipeline)
+	}
+	lakes := NewLakes(ws)
+	defer lakes.Close()
+	for _, o := range def.Outputs {
+		lk, err := lakes.Get(ctx, o.Catalog)
+		if err != nil {
+			return err
+		}
+		if err := lk.Rollback(ctx, o.Table, "main", TagName(id)); err != nil {
+			return fmt.Errorf("rollback of %s: %w", o.Table, err)
+		}
+	}
+	detail := "rolled back: main of every output is at " + TagName(id)
+	return st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: id, Detail: &detail, Now: time.Now()})
 }
 
 func (a *applier) run(ctx context.Context) error {
@@ -378,8 +468,10 @@ func (a *applier) run(ctx context.Context) error {
 	go a.watchCancel(ctx, stop)
 	steps := map[string]func(context.Context) error{
 		PhasePause: a.pause, PhaseVerify: a.verify, PhaseWatermark: a.resetWatermarks,
-		PhaseRun: a.runDates, PhaseRebuild: a.rebuild, PhaseReport: a.report,
+		PhaseRun: a.runDates, PhaseValidate: a.validate, PhaseCutover: a.cutover,
+		PhaseRebuild: a.rebuild, PhaseReport: a.report,
 	}
+	defer a.lakes.Close()
 	for _, ph := range phases[start:] {
 		if ph == PhaseDone {
 			break
@@ -651,6 +743,15 @@ func (a *applier) report(ctx context.Context) error {
 	text, err := BackfillReport(ctx, a.o.Store, a.b, a.plan)
 	if err != nil {
 		return err
+	}
+	if len(a.def.Outputs) > 0 {
+		cs := a.res.Corrections
+		if cs == nil { // resumed after validation: the tag holds the old main
+			if cs, err = Corrections(ctx, a.lakes, a.def, TagName(a.b.ID), "main", a.selectedDS()); err != nil {
+				return err
+			}
+		}
+		text += "\n## Corrections of the outputs\n\n" + correctionsTable(cs)
 	}
 	path := filepath.Join(a.o.Home, "backfills", a.b.ID+".md")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

@@ -184,6 +184,7 @@ type engine struct {
 	limitStarts map[string][]time.Time
 	pools       map[string]*poolLife
 	probes      map[*dsl.Skew]*probeResult
+	lakes       *Lakes
 	running     int
 	events      chan completion
 	wg          conc.WaitGroup
@@ -242,7 +243,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		o: o, st: o.Store, host: self.Host, log: o.Log,
 		pipes: map[string]*pipe{}, byTI: map[int64]*tiNode{}, poolUsed: map[string]int{}, poolFill: map[string]int{},
 		limitUsed: map[string]int{}, limitStarts: map[string][]time.Time{}, pools: map[string]*poolLife{},
-		probes: map[*dsl.Skew]*probeResult{},
+		probes: map[*dsl.Skew]*probeResult{}, lakes: NewLakes(o.Workspace),
 		events: make(chan completion, 64), summary: &Summary{},
 	}
 	e.progress.Started = time.Now()
@@ -271,6 +272,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		e.pipes[def.Name] = p
 		e.order = append(e.order, p)
 	}
+	defer e.lakes.Close()
 	if err := e.load(ctx); err != nil {
 		return e.summary, err
 	}
@@ -955,6 +957,15 @@ func (e *engine) finishRun(ctx context.Context, r *runNode, now time.Time) error
 			failed = append(failed, n.ti.Task)
 		}
 	}
+	// A run is a success only once its outputs are committed.
+	if state == store.RunSuccess && len(r.p.def.Outputs) > 0 {
+		if err := commitOutputs(ctx, e.lakes, r.p.def, r.run, e.runVars(r)); err != nil {
+			state = store.RunFailed
+			failed = append(failed, err.Error())
+			e.log.Error("committing the run's outputs failed", "pipeline", r.p.def.Name, "ds", r.run.DS, "error", err)
+			e.outputError(r, err)
+		}
+	}
 	if err := e.st.FinishRun(ctx, store.FinishRunParams{RunID: r.run.ID, State: state, Now: now}); err != nil && !errors.Is(err, store.ErrConflict) {
 		return err
 	}
@@ -982,6 +993,24 @@ func (e *engine) finishRun(ctx context.Context, r *runNode, now time.Time) error
 		Duration: now.Sub(r.begun), FailedTasks: failed,
 	})
 	return nil
+}
+
+// outputError keeps why a run's outputs could not be committed, in
+// logs/<pipeline>/outputs/<run>.log.
+func (e *engine) outputError(r *runNode, err error) {
+	path := filepath.Join(e.o.Home, "logs", r.p.def.Name, "outputs", r.key+".log")
+	if os.MkdirAll(filepath.Dir(path), 0o755) == nil {
+		appendFile(path, time.Now().Format(time.RFC3339)+" "+err.Error()+"\n")
+	}
+}
+
+func appendFile(path, text string) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_, _ = f.WriteString(text)
 }
 
 // watermarkEvery bounds how often a busy catchup recomputes a watermark.

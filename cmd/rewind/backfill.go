@@ -88,7 +88,7 @@ the watermarks, run the dates as backfill runs, rebuild the consumers, write
 the report to .rewind/backfills/ID.md and send it to every notify block);
 'status' shows where it is; 'apply --resume ID' continues after a crash.`,
 	}
-	c.AddCommand(newBackfillPlanCmd(g), newBackfillApplyCmd(g), newBackfillStatusCmd(g), newBackfillListCmd(g), newBackfillCancelCmd(g))
+	c.AddCommand(newBackfillPlanCmd(g), newBackfillApplyCmd(g), newBackfillStatusCmd(g), newBackfillListCmd(g), newBackfillCancelCmd(g), newBackfillRollbackCmd(g))
 	return c
 }
 
@@ -173,6 +173,7 @@ func newBackfillApplyCmd(g *globals) *cobra.Command {
 		resume   string
 		planFile string
 		quiet    bool
+		force    bool
 	)
 	c := &cobra.Command{
 		Use:   "apply PIPELINE --start D --end D | apply --resume ID",
@@ -204,7 +205,7 @@ interrupted (resume with --resume ID).`,
 			if err != nil {
 				return err
 			}
-			o := scheduler.ApplyOptions{Store: st, Workspace: w, Home: homeDir(g), Now: now, Wait: true, ResumeID: resume}
+			o := scheduler.ApplyOptions{Store: st, Workspace: w, Home: homeDir(g), Now: now, Wait: true, ResumeID: resume, Force: force}
 			switch {
 			case resume != "":
 			case planFile != "":
@@ -262,6 +263,35 @@ interrupted (resume with --resume ID).`,
 	c.Flags().StringVar(&resume, "resume", "", "continue the backfill with this id")
 	c.Flags().StringVar(&planFile, "plan", "", "apply the plan written by 'backfill plan --out FILE'")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing but errors")
+	c.Flags().BoolVar(&force, "force", false, "cut over even when validation finds changes over max_change")
+	return c
+}
+
+func newBackfillRollbackCmd(g *globals) *cobra.Command {
+	var path string
+	c := &cobra.Command{
+		Use:     "rollback ID",
+		Short:   "Move main of the backfill's outputs back to the snapshot tagged before its cutover",
+		Example: "  rewind backfill rollback daily_revenue_20260123T101500",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := openStore(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			w, err := loadWorkspace(g, path, nil)
+			if err != nil {
+				return err
+			}
+			if err := scheduler.RollbackBackfill(cmd.Context(), st, w, args[0]); err != nil {
+				return exitWith(exitFailed, "%v", err)
+			}
+			fmt.Fprintf(g.stdout, "backfill %s rolled back: main is at %s\n", args[0], scheduler.TagName(args[0]))
+			return nil
+		},
+	}
+	c.Flags().StringVar(&path, "path", ".", "directory of the pipeline files")
 	return c
 }
 

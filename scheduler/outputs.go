@@ -1,0 +1,178 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/lake"
+	"github.com/rewind-dev/rewind/store"
+)
+
+// BranchName is the Iceberg branch a backfill writes its outputs to.
+func BranchName(backfillID string) string { return "backfill_" + backfillID }
+
+// TagName tags main's snapshot before a backfill's cutover.
+func TagName(backfillID string) string { return "pre_backfill_" + backfillID }
+
+// Lakes opens the workspace's catalogs as they are needed.
+type Lakes struct {
+	ws   *dsl.Workspace
+	open map[string]*lake.Lake
+}
+
+// NewLakes returns the catalogs of a workspace, none open yet.
+func NewLakes(ws *dsl.Workspace) *Lakes { return &Lakes{ws: ws, open: map[string]*lake.Lake{}} }
+
+// Get opens (once) the named catalog.
+func (l *Lakes) Get(ctx context.Context, name string) (*lake.Lake, error) {
+	if name == "" {
+		name = lake.DefaultCatalogName
+	}
+	if lk := l.open[name]; lk != nil {
+		return lk, nil
+	}
+	c := l.ws.Catalogs[name]
+	if c == nil {
+		return nil, fmt.Errorf("unknown catalog %q", name)
+	}
+	lk, err := lake.Open(ctx, lake.Config{Name: c.Name, Type: c.Type, URI: c.URI, Warehouse: c.Warehouse})
+	if err != nil {
+		return nil, err
+	}
+	l.open[name] = lk
+	return lk, nil
+}
+
+// Close closes every opened catalog.
+func (l *Lakes) Close() error {
+	var errs []error
+	for _, lk := range l.open {
+		errs = append(errs, lk.Close())
+	}
+	l.open = map[string]*lake.Lake{}
+	return errors.Join(errs...)
+}
+
+// LakeOutput is the table shape of an output.
+func LakeOutput(o *dsl.Output) lake.Output {
+	cols := make([]lake.Column, len(o.Columns))
+	for i, c := range o.Columns {
+		cols[i] = lake.Column{Name: c.Name, Type: c.Type}
+	}
+	return lake.Output{Table: o.Table, Columns: cols, Partition: o.Partition}
+}
+
+// commitOutputs replaces each output's partition of the run's date with the
+// files the run wrote, in one Iceberg commit per output: on main for
+// scheduled and manual runs, on the backfill's branch for backfill runs.
+func commitOutputs(ctx context.Context, lakes *Lakes, def *dsl.Pipeline, run store.Run, rv dsl.RunVars) error {
+	for _, o := range def.Outputs {
+		lk, err := lakes.Get(ctx, o.Catalog)
+		if err != nil {
+			return fmt.Errorf("output %s: %w", o.Name, err)
+		}
+		lo := LakeOutput(o)
+		if err := lk.EnsureTable(ctx, lo); err != nil {
+			return fmt.Errorf("output %s: %w", o.Name, err)
+		}
+		files, err := o.Files(rv)
+		if err != nil {
+			return fmt.Errorf("output %s: %w", o.Name, err)
+		}
+		ref := lake.MainBranch
+		if run.Kind == store.KindBackfill {
+			ref = BranchName(run.BackfillID)
+			if err := lk.CreateBranch(ctx, o.Table, ref, lake.MainBranch); err != nil && !errors.Is(err, lake.ErrRefExists) {
+				return fmt.Errorf("output %s: branch %s: %w", o.Name, ref, err)
+			}
+		}
+		summary := map[string]string{"rewind.pipeline": def.Name, "rewind.run-id": rv.ID, "rewind.kind": rv.Kind}
+		if _, err := lk.ReplacePartition(ctx, lo, ref, rv.LogicalDate.Format(dateOnly), files, summary); err != nil {
+			return fmt.Errorf("output %s: %w", o.Name, err)
+		}
+	}
+	return nil
+}
+
+// Correction is what a backfill changes in one date of one output.
+type Correction struct {
+	Output  string
+	DS      string
+	OldRows int64
+	NewRows int64
+	Column  string  // the summed column ("" for row counts only)
+	Old     float64 // the column's sum on main before the cutover
+	New     float64 // its sum on the backfill's branch
+	Change  float64 // |new - old| / |old| (0 when old is 0 and new is 0, +Inf when only old is 0)
+	Limit   float64 // max_change, 0 when none
+}
+
+// Violates reports whether the correction is over its output's max_change
+// (a date main did not have yet is new data, not a change).
+func (c Correction) Violates() bool { return c.Limit > 0 && c.OldRows > 0 && c.Change > c.Limit }
+
+// Corrections compares, per date of dates, each output's partition on
+// oldRef and newRef: row counts and the sums of the max_change columns.
+func Corrections(ctx context.Context, lakes *Lakes, def *dsl.Pipeline, oldRef, newRef string, dates []string) ([]Correction, error) {
+	var out []Correction
+	for _, o := range def.Outputs {
+		lk, err := lakes.Get(ctx, o.Catalog)
+		if err != nil {
+			return nil, err
+		}
+		cols := make([]string, 0, len(o.MaxChange))
+		for c := range o.MaxChange {
+			cols = append(cols, c)
+		}
+		sort.Strings(cols)
+		oldStats, err := lk.PartitionStats(ctx, o.Table, oldRef, cols)
+		if err != nil {
+			return nil, fmt.Errorf("output %s on %s: %w", o.Name, oldRef, err)
+		}
+		newStats, err := lk.PartitionStats(ctx, o.Table, newRef, cols)
+		if err != nil {
+			return nil, fmt.Errorf("output %s on %s: %w", o.Name, newRef, err)
+		}
+		for _, ds := range dates {
+			ov, nv := oldStats[ds], newStats[ds]
+			if len(cols) == 0 {
+				out = append(out, Correction{Output: o.Name, DS: ds, OldRows: ov.Rows, NewRows: nv.Rows})
+			}
+			for _, c := range cols {
+				old, nw := ov.Sums[c], nv.Sums[c]
+				change := 0.0
+				switch {
+				case old != 0:
+					change = math.Abs(nw-old) / math.Abs(old)
+				case nw != 0:
+					change = math.Inf(1)
+				}
+				out = append(out, Correction{Output: o.Name, DS: ds, OldRows: ov.Rows, NewRows: nv.Rows,
+					Column: c, Old: old, New: nw, Change: change, Limit: o.MaxChange[c]})
+			}
+		}
+	}
+	return out, nil
+}
+
+// correctionsTable renders corrections as a Markdown table.
+func correctionsTable(cs []Correction) string {
+	var sb strings.Builder
+	sb.WriteString("| output | ds | rows old -> new | column | old | new | change | max_change |\n|---|---|---|---|---|---|---|---|\n")
+	for _, c := range cs {
+		limit, flag := "", ""
+		if c.Limit > 0 {
+			limit = fmt.Sprintf("%.4g", c.Limit)
+		}
+		if c.Violates() {
+			flag = " **over**"
+		}
+		fmt.Fprintf(&sb, "| %s | %s | %d -> %d | %s | %.2f | %.2f | %.2f%%%s | %s |\n", c.Output, c.DS, c.OldRows, c.NewRows, c.Column, c.Old, c.New, 100*c.Change, flag, limit)
+	}
+	return sb.String()
+}

@@ -1,0 +1,149 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rewind-dev/rewind/lake"
+	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/store"
+)
+
+// The revenue pipeline writes one CSV per day; the amount depends on a
+// factor file, so a "fix" can change it between runs.
+const revenueHCL = `
+catalog "local" {
+  uri       = ".rewind/catalog.db"
+  warehouse = ".rewind/warehouse"
+}
+pipeline "revenue" {
+  schedule        = "@daily"
+  start_date      = "2025-07-01"
+  max_active_runs = 4
+  task "compute" {
+    command = "awk -v ds=$REWIND_DS -v f=$(cat factor) 'BEGIN { print \"ds,currency,amount_usd\"; print ds \",EUR,\" 100*f; print ds \",USD,\" 50*f }' > $REWIND_RUN_DIR/revenue.csv"
+  }
+  output "revenue" {
+    table     = "analytics.fct_daily_revenue"
+    from      = "${run.dir}/revenue.csv"
+    columns   = { ds = "date", currency = "string", amount_usd = "double" }
+    partition = "ds"
+    validate {
+      max_change = { amount_usd = 0.05 }
+    }
+  }
+}
+`
+
+func (e *env) stats(ref string) map[string]lake.PartitionStat {
+	e.t.Helper()
+	lakes := scheduler.NewLakes(e.ws)
+	defer lakes.Close()
+	lk, err := lakes.Get(context.Background(), "local")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	st, err := lk.PartitionStats(context.Background(), "analytics.fct_daily_revenue", ref, []string{"amount_usd"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return st
+}
+
+func (e *env) setFactor(f string) {
+	e.t.Helper()
+	if err := os.WriteFile(filepath.Join(e.dir, "factor"), []byte(f), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// Runs commit their files to main, one partition per date; running a date
+// again replaces its rows. A backfill writes a branch, validates it against
+// main, cuts over atomically with a tag, and can be rolled back.
+func TestOutputsWriteAuditPublish(t *testing.T) {
+	e := newEnv(t, revenueHCL)
+	e.setFactor("1")
+	now := utc("2025-07-04T00:00:00Z")
+	if sum := e.run(scheduler.Options{Now: now}); sum.Failed() || len(sum.Finished) != 3 {
+		t.Fatalf("summary %+v", sum)
+	}
+	main := e.stats("main")
+	if len(main) != 3 || main["2025-07-02"].Rows != 2 || main["2025-07-02"].Sums["amount_usd"] != 150 {
+		t.Fatalf("main after three runs: %+v", main)
+	}
+	// Running a date again leaves one copy of its rows.
+	ctx := context.Background()
+	if _, err := e.st.ClearTasks(ctx, store.ClearTasksParams{Pipeline: "revenue", From: utc("2025-07-02T00:00:00Z"), To: utc("2025-07-02T00:00:00Z")}); err != nil {
+		t.Fatal(err)
+	}
+	e.run(scheduler.Options{Now: now})
+	if got := e.stats("main")["2025-07-02"]; got.Rows != 2 {
+		t.Fatalf("after a re-run: %d rows; want 2", got.Rows)
+	}
+
+	// A fix changes every amount by 4%: within max_change.
+	e.setFactor("1.04")
+	plan := e.plan(scheduler.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-03T00:00:00Z"), Reprocess: "completed", Now: now})
+	var mainDuringValidate map[string]lake.PartitionStat
+	res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: now, OnPhase: func(id, phase string) {
+		if phase == scheduler.PhaseValidate {
+			mainDuringValidate = e.stats("main")
+		}
+	}})
+	if err != nil || res.State != store.BackfillSuccess {
+		t.Fatalf("apply: %v", err)
+	}
+	if mainDuringValidate["2025-07-01"].Sums["amount_usd"] != 150 {
+		t.Errorf("main changed before the cutover: %+v", mainDuringValidate)
+	}
+	after := e.stats("main")
+	for _, ds := range []string{"2025-07-01", "2025-07-02", "2025-07-03"} {
+		if got := after[ds].Sums["amount_usd"]; math.Abs(got-156) > 1e-9 || after[ds].Rows != 2 {
+			t.Errorf("%s after cutover: %d rows, sum %g; want 2 rows, 156", ds, after[ds].Rows, got)
+		}
+	}
+	if len(res.Corrections) != 3 || res.Corrections[0].Old != 150 || math.Abs(res.Corrections[0].New-156) > 1e-9 {
+		t.Errorf("corrections %+v", res.Corrections)
+	}
+	if tag := e.stats(scheduler.TagName(res.ID)); tag["2025-07-01"].Sums["amount_usd"] != 150 {
+		t.Errorf("the tag does not hold the old main: %+v", tag)
+	}
+	report, _ := os.ReadFile(res.ReportPath)
+	if !strings.Contains(string(report), "| revenue | 2025-07-01 | 2 -> 2 | amount_usd | 150.00 | 156.00 | 4.00% | 0.05 |") {
+		t.Errorf("report lacks the corrections:\n%s", report)
+	}
+
+	// Rollback moves main back to the tag.
+	if err := scheduler.RollbackBackfill(ctx, e.st, e.ws, res.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.stats("main")["2025-07-03"].Sums["amount_usd"]; got != 150 {
+		t.Errorf("after rollback: %g; want 150", got)
+	}
+}
+
+// A failing validation rule blocks the cutover: main is unchanged, the
+// branch kept, and apply fails.
+func TestOutputsValidationBlocksCutover(t *testing.T) {
+	e := newEnv(t, revenueHCL)
+	e.setFactor("1")
+	now := utc("2025-07-03T00:00:00Z")
+	e.run(scheduler.Options{Now: now})
+	e.setFactor("2") // a 100% change: over max_change = 0.05
+	plan := e.plan(scheduler.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-02T00:00:00Z"), Reprocess: "completed", Now: now})
+	res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: now})
+	if !errors.Is(err, scheduler.ErrValidation) || res.State != store.BackfillFailed {
+		t.Fatalf("apply: %v (%s); want a validation failure", err, res.State)
+	}
+	if got := e.stats("main")["2025-07-01"].Sums["amount_usd"]; got != 150 {
+		t.Errorf("main changed: %g", got)
+	}
+	if got := e.stats(scheduler.BranchName(res.ID))["2025-07-01"].Sums["amount_usd"]; got != 300 {
+		t.Errorf("the branch holds %g; want 300", got)
+	}
+}
