@@ -147,3 +147,47 @@ func TestOutputsValidationBlocksCutover(t *testing.T) {
 		t.Errorf("the branch holds %g; want 300", got)
 	}
 }
+
+// A commit to main between the backfill's branch write and its cutover is
+// detected: the cutover is refused, main keeps that commit, nothing is lost.
+func TestCutoverDetectsConcurrentCommit(t *testing.T) {
+	e := newEnv(t, revenueHCL)
+	e.setFactor("1")
+	now := utc("2025-07-03T00:00:00Z")
+	e.run(scheduler.Options{Now: now})
+	e.setFactor("1.01")
+	plan := e.plan(scheduler.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-01T00:00:00Z"), Reprocess: "completed", Now: now})
+	res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: now, OnPhase: func(id, phase string) {
+		if phase != scheduler.PhaseCutover {
+			return
+		}
+		// The nightly run of 2025-07-03 commits to main right now.
+		dir := filepath.Join(e.dir, "concurrent")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(dir, "revenue.csv")
+		if err := os.WriteFile(file, []byte("ds,currency,amount_usd\n2025-07-03,EUR,7\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		lakes := scheduler.NewLakes(e.ws)
+		defer lakes.Close()
+		lk, err := lakes.Get(context.Background(), "local")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lk.ReplacePartition(context.Background(), scheduler.LakeOutput(e.ws.Pipeline("revenue").Output("revenue")), "main", "2025-07-03", []string{file}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}})
+	if !errors.Is(err, lake.ErrConcurrentCommit) || res.State != store.BackfillFailed {
+		t.Fatalf("apply: %v (%s); want the cutover refused for a concurrent commit", err, res.State)
+	}
+	main := e.stats("main")
+	if main["2025-07-03"].Sums["amount_usd"] != 7 || main["2025-07-01"].Sums["amount_usd"] != 150 {
+		t.Errorf("main %+v; want the concurrent commit kept and the backfill not applied", main)
+	}
+	if got := e.stats(scheduler.BranchName(res.ID))["2025-07-01"].Sums["amount_usd"]; math.Abs(got-151.5) > 1e-9 {
+		t.Errorf("the branch holds %g; want 151.5", got)
+	}
+}
