@@ -30,10 +30,15 @@
 // a pipeline is a versioned table: catalog, table ("namespace.table"),
 // columns in the order written, a date partition column, a retention and
 // validate rules, all fixed at load time, and from, a glob over run.* that
-// Output.Files expands for one run. Load rejects unknown catalogs and
-// column types, a partition that is not a date column, max_change on a
-// column that is unknown or not numeric, and two outputs of the workspace
-// writing one table.
+// Output.Files expands for one run. The validate rules are bool
+// expressions over old.* and new.*, the old and the new version of one
+// date's partition: rows (its row count) and the sum of each numeric
+// column; Output.CheckRules evaluates them for one date. Load rejects
+// unknown catalogs and column types, a partition that is not a date
+// column, max_change on a column that is unknown or not numeric, a rule
+// that refers to a column that is unknown or not numeric, to run.* or to
+// pool.*, or that is not a bool, and two outputs of the workspace writing
+// one table.
 //
 // A task or pipeline block with for_each generates one instance per key:
 // the instance is named "<label>_<key>", with every character of the key

@@ -139,6 +139,9 @@ type scope struct {
 	// static, when set, is why run.* and pool.* are not available: the
 	// arguments of a catalog block, and those of an output block but from.
 	static string
+	// rules, when set, makes old.* and new.* available: an output's
+	// validate rules, evaluated per date over the partition's totals.
+	rules *ruleScope
 }
 
 func hasAttr(attrs map[string]cty.Type, name string) bool {
@@ -234,7 +237,24 @@ func (l *loader) checkRefs(expr hcl.Expression, sc scope) hcl.Diagnostics {
 			errorf(tr.SourceRange(), "Limit reference outside limits", "References to limits (limit.NAME) are only valid in a task's limits.")
 		case "pipeline":
 			errorf(tr.SourceRange(), "Pipeline reference outside consumes", "References to pipelines (pipeline.NAME) are only valid in a pipeline's consumes.")
+		case "old", "new":
+			if sc.rules == nil {
+				errorf(tr.SourceRange(), "Unknown variable", "There is no variable named %q. Expressions may refer to var.NAME, local.NAME, each.key, each.value, run.NAME and pool.NAME; old.* and new.* exist only in an output's validate rules.", root)
+				break
+			}
+			name, r, ok := ruleRef(tr)
+			if !ok {
+				errorf(tr.SourceRange(), "Invalid reference", "A reference to the %s version's totals of a date is written %s.rows or %s.COLUMN, one of %s.", root, root, root, sc.rules.names())
+				break
+			}
+			if detail := sc.rules.check(root, name); detail != "" {
+				errorf(r, "Unknown column", "%s", detail)
+			}
 		default:
+			if sc.rules != nil {
+				errorf(tr.SourceRange(), "Unknown variable", "There is no variable named %q. A validate rule may refer to old.NAME, new.NAME, var.NAME, local.NAME, each.key and each.value.", root)
+				break
+			}
 			errorf(tr.SourceRange(), "Unknown variable", "There is no variable named %q. Expressions may refer to var.NAME, local.NAME, each.key, each.value, run.NAME and pool.NAME.", root)
 		}
 	}

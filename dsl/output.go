@@ -49,6 +49,7 @@ var outputSchema = &hcl.BodySchema{
 var outputValidateSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "max_change"},
+		{Name: "rules"},
 	},
 }
 
@@ -314,6 +315,9 @@ func (l *loader) decodeColumns(attr *hcl.Attribute, ctx *hcl.EvalContext, sc sco
 func (l *loader) decodeOutputValidate(o *Output, b *hcl.Block, ctx *hcl.EvalContext, sc scope, types map[string]string, columnsOK bool) {
 	content, diags := b.Body.Content(outputValidateSchema)
 	l.diags = append(l.diags, diags...)
+	if attr := content.Attributes["rules"]; attr != nil {
+		l.decodeRules(o, attr, ctx, sc, &ruleScope{cols: o.Columns, types: types, columnsOK: columnsOK})
+	}
 	attr := content.Attributes["max_change"]
 	if attr == nil {
 		return

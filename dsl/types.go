@@ -52,6 +52,10 @@ type Output struct {
 	// MaxChange: per column, the largest |new - old| / |old| of the column's
 	// sum per date that validation accepts.
 	MaxChange map[string]float64
+	// Rules are the validate rules as written in the file, in order: each
+	// a bool expression over old.* and new.*, checked per date by
+	// CheckRules.
+	Rules     []string
 	DeclRange hcl.Range
 
 	from     hcl.Expression // glob templated with run.*
@@ -60,6 +64,8 @@ type Output struct {
 	dir      string
 	loc      *time.Location
 	pipe     string
+	rules    []outputRule // the validate rules, as Rules
+	ruleCols []string     // the numeric columns the rules refer to, sorted
 }
 
 // OutputColumn is one column of an output table.

@@ -320,7 +320,15 @@ func ApplyBackfill(ctx context.Context, o ApplyOptions) (*BackfillResult, error)
 		if b, err = st.GetBackfill(ctx, o.ResumeID); err != nil {
 			return nil, err
 		}
-		if b.State != store.BackfillRunning {
+		switch b.State {
+		case store.BackfillRunning:
+		case store.BackfillFailed:
+			// Resuming a failed backfill retries the phase that failed (after
+			// the sources were fixed, or with --force past validation).
+			if err := st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: b.ID, State: store.BackfillRunning, Now: time.Now()}); err != nil {
+				return nil, err
+			}
+		default:
 			return &BackfillResult{ID: b.ID, State: b.State}, fmt.Errorf("backfill %s is %s: nothing to resume", b.ID, b.State)
 		}
 		if err := json.Unmarshal([]byte(b.Plan), &plan); err != nil {
@@ -402,12 +410,15 @@ func (a *applier) validate(ctx context.Context) error {
 	a.res.Corrections = cs
 	var over []string
 	for _, c := range cs {
-		if c.Violates() {
+		for _, r := range c.FailedRules {
+			over = append(over, fmt.Sprintf("%s %s: rule %s is false", c.Output, c.DS, r))
+		}
+		if c.Limit > 0 && c.OldRows > 0 && c.Change > c.Limit {
 			over = append(over, fmt.Sprintf("%s %s %s: %.2f -> %.2f (%.2f%% > %.2f%%)", c.Output, c.DS, c.Column, c.Old, c.New, 100*c.Change, 100*c.Limit))
 		}
 	}
 	if len(over) > 0 && !a.o.Force {
-		return fmt.Errorf("%w: %d changes over max_change; main is untouched, branch %s kept (apply --resume %s --force cuts over anyway):\n  %s",
+		return fmt.Errorf("%w: %d changes over their rules; main is untouched, branch %s kept (apply --resume %s --force cuts over anyway):\n  %s",
 			ErrValidation, len(over), BranchName(a.b.ID), a.b.ID, strings.Join(over, "\n  "))
 	}
 	return nil
@@ -461,6 +472,13 @@ func (a *applier) run(ctx context.Context) error {
 	start := slices.Index(phases, a.b.Phase)
 	if start < 0 {
 		start = 0
+	}
+	if start > 0 && start < slices.Index(phases, PhaseRebuild) {
+		// Resumed between freeze and rebuild: the consumers stay frozen
+		// (a failed verification had unpaused them).
+		if err := a.pause(ctx); err != nil {
+			return err
+		}
 	}
 	// A cancel from another rewind stops the phases.
 	ctx, stop := context.WithCancelCause(ctx)

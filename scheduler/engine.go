@@ -142,6 +142,11 @@ type runNode struct {
 	key   string    // directory name of the run
 	done  bool
 	begun time.Time
+	// producersOK: every run of the pipelines this one consumes, within its
+	// data interval, has succeeded (checked until true; the state is
+	// re-read at most every producerRecheck).
+	producersOK      bool
+	producersChecked time.Time
 }
 
 type tiNode struct {
@@ -826,7 +831,11 @@ func (e *engine) settle(ctx context.Context, r *runNode, now time.Time) (ready [
 				}
 				continue
 			case store.TaskSuccess:
-				ready = append(ready, n)
+				if ok, err := e.producersReady(ctx, r, now); err != nil {
+					return nil, retry, false, err
+				} else if ok {
+					ready = append(ready, n)
+				}
 			}
 			complete = false
 		case store.TaskUpForRetry:
@@ -1011,6 +1020,64 @@ func appendFile(path, text string) {
 	}
 	defer f.Close()
 	_, _ = f.WriteString(text)
+}
+
+// producerRecheck bounds how often a consumer's run re-reads the state for
+// producers outside this execution.
+const producerRecheck = 10 * time.Second
+
+// producersReady is consumes as a sensor: date D of a consumer waits until
+// the runs of its producers within its data interval have succeeded (at
+// least one, all of them). A run that waits keeps its slot and is checked
+// again by the next pass or the next rewind run.
+func (e *engine) producersReady(ctx context.Context, r *runNode, now time.Time) (bool, error) {
+	if r.producersOK || len(r.p.def.Consumes) == 0 {
+		return true, nil
+	}
+	from, to := r.run.DataIntervalStart, r.run.DataIntervalEnd
+	for _, name := range r.p.def.Consumes {
+		if pp := e.pipes[name]; pp != nil {
+			found, waiting := 0, false
+			for _, pr := range pp.all {
+				if pr.run.LogicalDate.Before(from) || !pr.run.LogicalDate.Before(to) {
+					continue
+				}
+				found++
+				if pr.run.State != store.RunSuccess {
+					waiting = true
+				}
+			}
+			if found > 0 && !waiting {
+				continue
+			}
+			if found > 0 {
+				return false, nil // it runs in this execution: a later pass sees it end
+			}
+		}
+		if now.Sub(r.producersChecked) < producerRecheck {
+			return false, nil
+		}
+		r.producersChecked = now
+		runs, err := e.st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{name}, From: from, To: to})
+		if err != nil {
+			return false, err
+		}
+		ok := false
+		for _, pr := range runs {
+			if !pr.LogicalDate.Before(to) {
+				continue
+			}
+			if pr.State != store.RunSuccess {
+				return false, nil
+			}
+			ok = true
+		}
+		if !ok {
+			return false, nil
+		}
+	}
+	r.producersOK = true
+	return true, nil
 }
 
 // watermarkEvery bounds how often a busy catchup recomputes a watermark.

@@ -474,3 +474,66 @@ pipeline "c" {
 		}
 	}
 }
+
+// consumes is a sensor: date D of a consumer starts only once the
+// producer's run of date D has succeeded, in the same execution or an
+// earlier one; a failed producer date holds its consumer back.
+func TestConsumesWaitsForProducer(t *testing.T) {
+	e := newEnv(t, `
+pipeline "revenue" {
+  schedule        = "@daily"
+  start_date      = "2025-07-01"
+  end_date        = "2025-07-04"
+  max_active_runs = 1
+  task "t" { command = "echo start revenue $REWIND_DS >> events.log; sleep 0.1; test $REWIND_DS != 2025-07-03 || exit 1; echo end revenue $REWIND_DS >> events.log" }
+}
+pipeline "report" {
+  schedule   = "@daily"
+  start_date = "2025-07-01"
+  end_date   = "2025-07-04"
+  consumes   = [pipeline.revenue]
+  task "t" { command = "echo start report $REWIND_DS >> events.log" }
+}
+`)
+	e.run(scheduler.Options{Now: utc("2025-08-01T00:00:00Z")})
+	seen := map[string]bool{}
+	for _, l := range e.events("events.log") {
+		f := strings.Fields(l)
+		if f[0] == "start" && f[1] == "report" && !seen["end revenue "+f[2]] {
+			t.Errorf("report %s started before revenue %s ended", f[2], f[2])
+		}
+		seen[f[0]+" "+f[1]+" "+f[2]] = true
+	}
+	for _, ds := range []string{"2025-07-01", "2025-07-02", "2025-07-04"} {
+		if !seen["start report "+ds] {
+			t.Errorf("report %s did not run", ds)
+		}
+	}
+	if seen["start report 2025-07-03"] {
+		t.Error("report 2025-07-03 ran although revenue 2025-07-03 failed")
+	}
+	// The producer's date is fixed and re-run: the consumer follows in a later execution.
+	if _, err := e.st.ClearTasks(context.Background(), store.ClearTasksParams{Pipeline: "revenue", From: utc("2025-07-03T00:00:00Z"), To: utc("2025-07-03T00:00:00Z"), Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, "main.hcl"), []byte(strings.Replace(string(must(os.ReadFile(filepath.Join(e.dir, "main.hcl")))), "test $REWIND_DS != 2025-07-03 || exit 1; ", "", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ws, diags := dsl.Load(e.dir, dsl.LoadOptions{})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	e.ws = ws
+	e.run(scheduler.Options{Now: utc("2025-08-01T00:00:00Z"), Pipelines: []string{"revenue"}})
+	e.run(scheduler.Options{Now: utc("2025-08-01T00:00:00Z"), Pipelines: []string{"report"}})
+	if !strings.Contains(strings.Join(e.events("events.log"), "\n"), "start report 2025-07-03") {
+		t.Error("report 2025-07-03 did not run once revenue 2025-07-03 succeeded")
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -110,11 +110,16 @@ type Correction struct {
 	New     float64 // its sum on the backfill's branch
 	Change  float64 // |new - old| / |old| (0 when old is 0 and new is 0, +Inf when only old is 0)
 	Limit   float64 // max_change, 0 when none
+	// FailedRules are the validate rules over old.* / new.* that are false
+	// for this date (set on the date's first correction of the output).
+	FailedRules []string
 }
 
 // Violates reports whether the correction is over its output's max_change
 // (a date main did not have yet is new data, not a change).
-func (c Correction) Violates() bool { return c.Limit > 0 && c.OldRows > 0 && c.Change > c.Limit }
+func (c Correction) Violates() bool {
+	return len(c.FailedRules) > 0 || c.Limit > 0 && c.OldRows > 0 && c.Change > c.Limit
+}
 
 // Corrections compares, per date of dates, each output's partition on
 // oldRef and newRef: row counts and the sums of the max_change columns.
@@ -130,16 +135,23 @@ func Corrections(ctx context.Context, lakes *Lakes, def *dsl.Pipeline, oldRef, n
 			cols = append(cols, c)
 		}
 		sort.Strings(cols)
-		oldStats, err := lk.PartitionStats(ctx, o.Table, oldRef, cols)
+		fetch := append([]string(nil), cols...)
+		for _, c := range o.RuleColumns() {
+			if o.MaxChange[c] == 0 {
+				fetch = append(fetch, c)
+			}
+		}
+		oldStats, err := lk.PartitionStats(ctx, o.Table, oldRef, fetch)
 		if err != nil {
 			return nil, fmt.Errorf("output %s on %s: %w", o.Name, oldRef, err)
 		}
-		newStats, err := lk.PartitionStats(ctx, o.Table, newRef, cols)
+		newStats, err := lk.PartitionStats(ctx, o.Table, newRef, fetch)
 		if err != nil {
 			return nil, fmt.Errorf("output %s on %s: %w", o.Name, newRef, err)
 		}
 		for _, ds := range dates {
 			ov, nv := oldStats[ds], newStats[ds]
+			first := len(out)
 			if len(cols) == 0 {
 				out = append(out, Correction{Output: o.Name, DS: ds, OldRows: ov.Rows, NewRows: nv.Rows})
 			}
@@ -155,9 +167,21 @@ func Corrections(ctx context.Context, lakes *Lakes, def *dsl.Pipeline, oldRef, n
 				out = append(out, Correction{Output: o.Name, DS: ds, OldRows: ov.Rows, NewRows: nv.Rows,
 					Column: c, Old: old, New: nw, Change: change, Limit: o.MaxChange[c]})
 			}
+			if len(o.Rules) > 0 && ov.Rows > 0 {
+				out[first].FailedRules = o.CheckRules(ruleValues(ov), ruleValues(nv))
+			}
 		}
 	}
 	return out, nil
+}
+
+// ruleValues are old.* or new.* of a validate rule: rows and column sums.
+func ruleValues(st lake.PartitionStat) map[string]float64 {
+	m := map[string]float64{"rows": float64(st.Rows)}
+	for c, v := range st.Sums {
+		m[c] = v
+	}
+	return m
 }
 
 // correctionsTable renders corrections as a Markdown table.
@@ -173,6 +197,11 @@ func correctionsTable(cs []Correction) string {
 			flag = " **over**"
 		}
 		fmt.Fprintf(&sb, "| %s | %s | %d -> %d | %s | %.2f | %.2f | %.2f%%%s | %s |\n", c.Output, c.DS, c.OldRows, c.NewRows, c.Column, c.Old, c.New, 100*c.Change, flag, limit)
+	}
+	for _, c := range cs {
+		for _, r := range c.FailedRules {
+			fmt.Fprintf(&sb, "\nRule failed for %s %s: `%s`\n", c.Output, c.DS, r)
+		}
 	}
 	return sb.String()
 }

@@ -191,3 +191,29 @@ func TestCutoverDetectsConcurrentCommit(t *testing.T) {
 		t.Errorf("the branch holds %g; want 151.5", got)
 	}
 }
+
+// A validate rule over old.* / new.* blocks the cutover when false.
+func TestOutputsRuleBlocksCutover(t *testing.T) {
+	e := newEnv(t, strings.Replace(revenueHCL, "max_change = { amount_usd = 0.05 }",
+		"max_change = { amount_usd = 0.05 }\n      rules      = [new.rows == old.rows, new.amount_usd <= old.amount_usd]", 1))
+	e.setFactor("1")
+	now := utc("2025-07-03T00:00:00Z")
+	e.run(scheduler.Options{Now: now})
+	e.setFactor("1.01") // within max_change, but the second rule forbids any increase
+	plan := e.plan(scheduler.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-01T00:00:00Z"), Reprocess: "completed", Now: now})
+	res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: now})
+	if !errors.Is(err, scheduler.ErrValidation) || !strings.Contains(err.Error(), "rule new.amount_usd <= old.amount_usd is false") || strings.Contains(err.Error(), "new.rows == old.rows") {
+		t.Fatalf("apply: %v; want only the amount rule to fail", err)
+	}
+	if got := e.stats("main")["2025-07-01"].Sums["amount_usd"]; got != 150 {
+		t.Errorf("main changed: %g", got)
+	}
+	// --resume --force cuts over anyway.
+	res, err = e.apply(scheduler.ApplyOptions{ResumeID: res.ID, Force: true, Now: now})
+	if err != nil || res.State != store.BackfillSuccess {
+		t.Fatalf("resume --force: %v (%s)", err, res.State)
+	}
+	if got := e.stats("main")["2025-07-01"].Sums["amount_usd"]; math.Abs(got-151.5) > 1e-9 {
+		t.Errorf("main after a forced cutover: %g; want 151.5", got)
+	}
+}
