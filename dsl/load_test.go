@@ -84,7 +84,7 @@ func TestExampleDailyRevenue(t *testing.T) {
 		t.Errorf("fx_join depends on %v", got)
 	}
 	start := time.Date(2025, 7, 1, 0, 0, 0, 0, time.UTC)
-	if !p.StartDate.Equal(start) || !p.EndDate.Equal(start.AddDate(0, 0, 9)) {
+	if !p.StartDate.Equal(start) || !p.EndDate.Equal(start.AddDate(0, 0, 89)) {
 		t.Errorf("dates %v .. %v", p.StartDate, p.EndDate)
 	}
 }

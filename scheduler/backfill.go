@@ -818,6 +818,9 @@ func BackfillReport(ctx context.Context, st store.Store, b store.Backfill, plan 
 		}
 		for _, ti := range r.Tasks {
 			for _, at := range ti.Attempts {
+				if at.StartedAt.Before(b.CreatedAt) {
+					continue // an attempt of the run before the backfill took it over
+				}
 				attempts++
 				pools[at.Pool]++
 			}

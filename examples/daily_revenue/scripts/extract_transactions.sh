@@ -1,18 +1,8 @@
 #!/bin/sh
 # extract_transactions.sh DS OUT
-# Extracts the transactions of day DS (their timestamp's date, UTC) from the
-# day-partitioned source under data/transactions into OUT (CSV with header).
+# Extracts the transactions of day DS (UTC) from the payments system into
+# OUT, a CSV with a header: tx_id,ts,customer_id,currency,amount (in the
+# currency's own units). The payments system is simulated by
+# scripts/source.awk: the same date always yields the same transactions.
 set -eu
-ds=$1
-out=$2
-src=data/transactions/$ds.csv
-if [ ! -f "$src" ]; then
-	echo "extract_transactions: no source partition $src" >&2
-	exit 1
-fi
-mkdir -p "$(dirname "$out")"
-awk -F, -v ds="$ds" '
-	NR == 1 { print; next }
-	substr($2, 1, 10) == ds { print; n++ }
-	END { printf "extract_transactions: %d transactions for %s\n", n, ds > "/dev/stderr" }
-' "$src" > "$out"
+awk -v what=transactions -v ds="$1" -f scripts/dates.awk -f scripts/source.awk > "$2"

@@ -1,31 +1,22 @@
 #!/bin/sh
 # fx_join.sh TRANSACTIONS FX_RATES OUT
-# Converts every transaction to USD with the rate of the transaction's own
-# day (joined on date and currency) and writes the day's revenue per
-# original currency to OUT: ds,currency,transactions,amount,amount_usd.
+# Converts every transaction to USD and writes the day's revenue per
+# original currency to OUT: ds,currency,amount_usd (one row per currency).
+#
+# FX_RATE_DAY (the pipeline's variable fx_rate_day) picks the rate:
+#   same      the rate of the transaction's own day (correct);
+#   previous  the rate of the day before: the bug that wrote 90 wrong days.
 set -eu
 tx=$1
 fx=$2
 out=$3
-awk -F, '
-	FNR == 1 { next }
-	FILENAME == ARGV[1] { rate[$1 "," $2] = $3; next }
-	{
-		day = substr($2, 1, 10)
-		r = ($4 == "USD") ? 1 : rate[day "," $4]
-		if (r == "") {
-			printf "fx_join: no %s rate for %s (transaction %s)\n", $4, day, $1 > "/dev/stderr"
-			failed = 1
-			exit 1
-		}
-		ds = day
-		count[$4]++
-		amount[$4] += $5
-		usd[$4] += $5 * r
-	}
-	END {
-		if (failed) exit 1
-		print "ds,currency,transactions,amount,amount_usd"
-		for (c in count) printf "%s,%s,%d,%.2f,%.2f\n", ds, c, count[c], amount[c], usd[c] | "sort"
-	}
-' "$fx" "$tx" > "$out"
+fx_rate_day=${FX_RATE_DAY:-same}
+case $fx_rate_day in
+same) lag=0 ;;
+previous) lag=1 ;;
+*)
+	echo "fx_join: FX_RATE_DAY=$fx_rate_day: want same or previous" >&2
+	exit 2
+	;;
+esac
+awk -F, -v lag="$lag" -f scripts/dates.awk -f scripts/fx_join.awk "$fx" "$tx" > "$out"
