@@ -95,7 +95,7 @@ func (l *loader) decodePipelines(blocks []*hcl.Block) {
 		if _, dup := labels[label]; !dup {
 			labels[label] = forEach != nil
 		}
-		var refs []pipeRef
+		var refs []depRef
 		if attr := content.Attributes["consumes"]; attr != nil {
 			refs = l.decodeConsumes(attr)
 		}

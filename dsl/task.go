@@ -37,10 +37,12 @@ var taskSchema = &hcl.BodySchema{
 }
 
 // depRef is one reference of depends_on, before it is resolved to tasks.
+// depRef is a reference to a block by label, or to one for_each instance
+// of it (byKey: root.label["key"]): depends_on and consumes hold them.
 type depRef struct {
 	label string
 	key   string
-	byKey bool // task.label["key"]
+	byKey bool
 	rng   hcl.Range
 }
 
@@ -273,17 +275,29 @@ func (l *loader) durationAttr(attr *hcl.Attribute, ctx *hcl.EvalContext, sc scop
 func (l *loader) decodeDependsOn(attr *hcl.Attribute) []depRef {
 	exprs, diags := hcl.ExprList(attr.Expr)
 	l.diags = append(l.diags, diags...)
+	return l.decodeRefs(exprs, refSyntax{root: "task", attr: "depends_on", holds: "tasks of the same pipeline", example: "task.extract", keyed: `task.load["orders"]`})
+}
+
+// refSyntax describes a list of block references: root.NAME or
+// root.NAME["KEY"].
+type refSyntax struct {
+	root, attr, holds, example, keyed string
+}
+
+// decodeRefs reads references as static traversals (not evaluated); a
+// malformed one is reported with what the attribute holds.
+func (l *loader) decodeRefs(exprs []hcl.Expression, syn refSyntax) []depRef {
 	var refs []depRef
 	for _, expr := range exprs {
 		tr, diags := hcl.AbsTraversalForExpr(expr)
 		if diags.HasErrors() {
-			l.errorf(expr.Range(), "Invalid depends_on reference", "depends_on holds references to tasks of the same pipeline, like task.extract.")
+			l.errorf(expr.Range(), "Invalid "+syn.attr+" reference", "%s holds references to %s, like %s.", syn.attr, syn.holds, syn.example)
 			continue
 		}
 		bad := func() {
-			l.errorf(tr.SourceRange(), "Invalid depends_on reference", "depends_on holds references to tasks of the same pipeline, like task.extract or task.load[\"orders\"].")
+			l.errorf(tr.SourceRange(), "Invalid "+syn.attr+" reference", "%s holds references to %s, like %s or %s.", syn.attr, syn.holds, syn.example, syn.keyed)
 		}
-		if tr.RootName() != "task" || len(tr) < 2 || len(tr) > 3 {
+		if tr.RootName() != syn.root || len(tr) < 2 || len(tr) > 3 {
 			bad()
 			continue
 		}
