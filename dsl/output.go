@@ -195,29 +195,9 @@ func checkTable(s string) string {
 	return ""
 }
 
-// checkOutputFrom checks an output's from at load time: a string, not
-// empty, and a valid glob when it does not depend on the run. It reports
-// false after an error.
+// checkOutputFrom checks an output's from at load time.
 func (l *loader) checkOutputFrom(attr *hcl.Attribute, ctx *hcl.EvalContext, sc scope) bool {
-	before := len(l.diags)
-	v := l.eval(attr.Expr, ctx, sc)
-	cv, ok := l.convert(attr, v, cty.String, true)
-	if hasErrorsSince(l.diags, before) {
-		return false
-	}
-	if !ok {
-		return true // depends on run.*: checked for each run
-	}
-	s := cv.AsString()
-	if strings.TrimSpace(s) == "" {
-		l.errorf(attr.Expr.Range(), "Invalid from", "from must not be empty: it is a glob, relative to the directory of this file, of the files a run writes for the output.")
-		return false
-	}
-	if _, err := filepath.Match(s, ""); err != nil {
-		l.errorf(attr.Expr.Range(), "Invalid from", "%q is not a valid glob: %s.", s, err)
-		return false
-	}
-	return true
+	return l.checkGlob(attr, ctx, sc, "from", "matches the files a run writes for the output")
 }
 
 // mapItem is one key of a map attribute, with where it is written.

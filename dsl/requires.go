@@ -93,10 +93,15 @@ func (l *loader) decodeRequires(p *Pipeline, blocks []*hcl.Block, ctx *hcl.EvalC
 	}
 }
 
-// checkRequiresPath checks a requires path at load time: a string, not
-// empty, and a valid glob when it does not depend on the run. It reports
-// false after an error.
+// checkRequiresPath checks a requires path at load time.
 func (l *loader) checkRequiresPath(attr *hcl.Attribute, ctx *hcl.EvalContext, sc scope) bool {
+	return l.checkGlob(attr, ctx, sc, "path", "must match at least one file")
+}
+
+// checkGlob checks an attribute holding a glob at load time: a string, not
+// empty, and a valid pattern when it does not depend on the run (then it is
+// checked for each run). It reports false after an error.
+func (l *loader) checkGlob(attr *hcl.Attribute, ctx *hcl.EvalContext, sc scope, name, purpose string) bool {
 	before := len(l.diags)
 	v := l.eval(attr.Expr, ctx, sc)
 	cv, ok := l.convert(attr, v, cty.String, true)
@@ -104,15 +109,15 @@ func (l *loader) checkRequiresPath(attr *hcl.Attribute, ctx *hcl.EvalContext, sc
 		return false
 	}
 	if !ok {
-		return true // depends on run.*: checked for each date
+		return true
 	}
 	s := cv.AsString()
 	if strings.TrimSpace(s) == "" {
-		l.errorf(attr.Expr.Range(), "Invalid path", "path must not be empty: it is a glob, relative to the directory of this file, that must match at least one file.")
+		l.errorf(attr.Expr.Range(), "Invalid "+name, "%s must not be empty: it is a glob, relative to the directory of this file, that %s.", name, purpose)
 		return false
 	}
 	if _, err := filepath.Match(s, ""); err != nil {
-		l.errorf(attr.Expr.Range(), "Invalid path", "%q is not a valid glob: %s.", s, err)
+		l.errorf(attr.Expr.Range(), "Invalid "+name, "%q is not a valid glob: %s.", s, err)
 		return false
 	}
 	return true
