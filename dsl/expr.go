@@ -208,7 +208,7 @@ func (l *loader) checkRefs(expr hcl.Expression, sc scope) hcl.Diagnostics {
 			case !sc.run && sc.pool:
 				errorf(tr.SourceRange(), "run.* not available here", "A pool's launcher, setup and teardown belong to the pool, not to a run: they may refer to pool.name, pool.memory and pool.cpus, not to run.*.")
 			case !sc.run:
-				errorf(tr.SourceRange(), "run.* not available here", "run.* is known only when a run exists: use it in command, env, workdir, hot_when and probe.")
+				errorf(tr.SourceRange(), "run.* not available here", "run.* is known only when a run exists: use it in a task's command, env and workdir, in skew hot_when and probe, in requires and in an output's from.")
 			case attr == "":
 				errorf(tr.SourceRange(), "Invalid reference", "A reference to a run value is written run.NAME, one of %s.", attrList(runAttrs))
 			case !hasAttr(runAttrs, attr):
