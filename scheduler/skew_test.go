@@ -291,6 +291,34 @@ pipeline "p" {
 	if peak != 2 {
 		t.Errorf("peak concurrency on limit oltp: %d; want 2", peak)
 	}
+	// The same from the attempts' recorded start and end times.
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	var edges []edge
+	for _, r := range e.runs("p") {
+		for _, ti := range r.Tasks {
+			if ti.Task == "extract" {
+				a := ti.Attempts[0]
+				edges = append(edges, edge{a.StartedAt, 1}, edge{a.EndedAt, -1})
+			}
+		}
+	}
+	sort.Slice(edges, func(i, j int) bool {
+		if !edges[i].at.Equal(edges[j].at) {
+			return edges[i].at.Before(edges[j].at)
+		}
+		return edges[i].delta < edges[j].delta // an end before a start at the same instant
+	})
+	active, peak = 0, 0
+	for _, ed := range edges {
+		active += ed.delta
+		peak = max(peak, active)
+	}
+	if peak != 2 {
+		t.Errorf("peak concurrency on limit oltp from the recorded attempts: %d; want 2", peak)
+	}
 	var starts []time.Time
 	for _, r := range e.runs("p") {
 		for _, ti := range r.Tasks {
