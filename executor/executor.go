@@ -135,7 +135,7 @@ func (h *Handle) Wait(ctx context.Context) Result {
 		res.OOM = true
 		killTree(h.PID)
 		waitErr = <-done
-		appendLine(h.spec.LogPath, fmt.Sprintf("rewind: attempt killed: its processes used %s of memory, over the pool's limit of %s", formatBytes(rss), formatBytes(h.spec.MemoryLimit)))
+		AppendLine(h.spec.LogPath, fmt.Sprintf("rewind: attempt killed: its processes used %s of memory, over the pool's limit of %s", formatBytes(rss), formatBytes(h.spec.MemoryLimit)))
 		res.PeakRSS = rss
 	}
 	h.log.Close()
@@ -144,13 +144,15 @@ func (h *Handle) Wait(ctx context.Context) Result {
 	fillResult(&res, h.cmd.ProcessState, waitErr)
 	res.PeakRSS = max(res.PeakRSS, peak)
 	if res.TimedOut {
-		appendLine(h.spec.LogPath, fmt.Sprintf("rewind: attempt timed out after %s; process group killed", h.spec.Timeout))
+		AppendLine(h.spec.LogPath, fmt.Sprintf("rewind: attempt timed out after %s; process group killed", h.spec.Timeout))
 	}
 	return res
 }
 
-// appendLine adds a line of rewind's own to an attempt's log.
-func appendLine(path, line string) {
+// AppendLine adds a line of rewind's own to a log (creating it and its
+// directory if needed); a log that cannot be written is left as it is.
+func AppendLine(path, line string) {
+	_ = os.MkdirAll(filepath.Dir(path), 0o755)
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return

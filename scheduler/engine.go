@@ -1008,18 +1008,7 @@ func (e *engine) finishRun(ctx context.Context, r *runNode, now time.Time) error
 // logs/<pipeline>/outputs/<run>.log.
 func (e *engine) outputError(r *runNode, err error) {
 	path := filepath.Join(e.o.Home, "logs", r.p.def.Name, "outputs", r.key+".log")
-	if os.MkdirAll(filepath.Dir(path), 0o755) == nil {
-		appendFile(path, time.Now().Format(time.RFC3339)+" "+err.Error()+"\n")
-	}
-}
-
-func appendFile(path, text string) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	_, _ = f.WriteString(text)
+	executor.AppendLine(path, time.Now().Format(time.RFC3339)+" "+err.Error())
 }
 
 // producerRecheck bounds how often a consumer's run re-reads the state for
@@ -1197,11 +1186,7 @@ func (e *engine) startAll(ctx context.Context, claimed []claim) error {
 }
 
 func (e *engine) deliverLaunchError(n *tiNode, att store.Attempt, err error) {
-	_ = os.MkdirAll(filepath.Dir(att.LogPath), 0o755)
-	if f, ferr := os.OpenFile(att.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); ferr == nil {
-		fmt.Fprintf(f, "rewind: cannot start attempt: %v\n", err)
-		f.Close()
-	}
+	executor.AppendLine(att.LogPath, "rewind: cannot start attempt: "+err.Error())
 	e.wg.Go(func() { e.events <- completion{node: n, attempt: att, launchErr: err} })
 }
 
