@@ -114,14 +114,15 @@ func (l *loader) errorf(subject hcl.Range, summary, detail string, args ...any) 
 	})
 }
 
+// cannotRead reports a workspace that cannot be read (no file to point at).
+func (l *loader) cannotRead(err error) {
+	l.diags = append(l.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cannot read workspace", Detail: err.Error()})
+}
+
 func (l *loader) findFiles(path string) []string {
 	info, err := os.Stat(path)
 	if err != nil {
-		l.diags = append(l.diags, &hcl.Diagnostic{
-			Severity: hcl.DiagError,
-			Summary:  "Cannot read workspace",
-			Detail:   err.Error(),
-		})
+		l.cannotRead(err)
 		return nil
 	}
 	if !info.IsDir() {
@@ -130,11 +131,7 @@ func (l *loader) findFiles(path string) []string {
 	}
 	entries, err := os.ReadDir(path)
 	if err != nil {
-		l.diags = append(l.diags, &hcl.Diagnostic{
-			Severity: hcl.DiagError,
-			Summary:  "Cannot read workspace",
-			Detail:   err.Error(),
-		})
+		l.cannotRead(err)
 		return nil
 	}
 	var files []string

@@ -403,6 +403,19 @@ func (t *Timetable) prevNaive(x int64) (int64, bool) {
 	rem := int(min - days*1440)
 	h, mi := rem/60, rem%60
 	y, mo, d := ttCivilFromDays(days)
+	// prevDay steps to the last minute of the previous day.
+	prevDay := func() {
+		d--
+		days--
+		h, mi = 23, 59
+		if d < 1 {
+			if mo--; mo < 1 {
+				mo = 12
+				y--
+			}
+			d = ttDaysIn(y, mo)
+		}
+	}
 	limit := y - ttSearchYears
 	for y >= limit {
 		if t.month&(1<<uint(mo)) == 0 {
@@ -417,16 +430,7 @@ func (t *Timetable) prevNaive(x int64) (int64, bool) {
 			continue
 		}
 		if !t.dayMatches(days, d) {
-			d--
-			days--
-			h, mi = 23, 59
-			if d < 1 {
-				if mo--; mo < 1 {
-					mo = 12
-					y--
-				}
-				d = ttDaysIn(y, mo)
-			}
+			prevDay()
 			continue
 		}
 		ph := ttPrevBit(t.hour, h)
@@ -447,17 +451,7 @@ func (t *Timetable) prevNaive(x int64) (int64, bool) {
 				continue
 			}
 		}
-		// previous day
-		d--
-		days--
-		h, mi = 23, 59
-		if d < 1 {
-			if mo--; mo < 1 {
-				mo = 12
-				y--
-			}
-			d = ttDaysIn(y, mo)
-		}
+		prevDay()
 	}
 	return 0, false
 }
