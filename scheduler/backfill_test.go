@@ -68,6 +68,14 @@ pipeline "p" {
 		if err := e.st.AdmitRun(ctx, store.AdmitRunParams{RunID: r.ID, Now: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
+		// A run finishes only once its task instances say so.
+		ts := store.TaskSuccess
+		if state == store.RunFailed {
+			ts = store.TaskFailed
+		}
+		if _, err := e.st.SetTaskStates(ctx, store.SetTaskStatesParams{IDs: []int64{r.Tasks[0].ID}, From: []store.TaskState{store.TaskScheduled}, To: ts, Now: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
 		if err := e.st.FinishRun(ctx, store.FinishRunParams{RunID: r.ID, State: state, Now: time.Now()}); err != nil {
 			t.Fatal(err)
 		}

@@ -23,6 +23,8 @@ type env struct {
 	st   store.Store
 	ws   *dsl.Workspace
 	home string
+	// state is the DSN of st.
+	state string
 }
 
 func newEnv(t *testing.T, hcl string) *env {

@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -40,40 +42,50 @@ func Self() Holder {
 	host, _ := os.Hostname()
 	pid := os.Getpid()
 	start, _ := executor.ProcessStart(pid)
-	return Holder{ID: host + ":" + strconv.Itoa(pid) + ":" + strconv.FormatUint(start, 10), Host: host, PID: pid, PIDStart: start}
+	return Holder{ID: host + ":" + strconv.Itoa(pid) + ":" + strconv.FormatUint(start, 10) + ":" + randomID(), Host: host, PID: pid, PIDStart: start}
 }
 
-// AcquireLease takes the scheduler lease for h. A lease held by a dead
+// AcquireLease takes the scheduler lease for h and returns it (its
+// Generation fences every write of this holder). A lease held by a dead
 // process of this host is taken over at once; a live holder makes it return
 // a *LeaseBusyError, or, with wait, poll until the lease is free.
-func AcquireLease(ctx context.Context, st store.Store, h Holder, wait bool) error {
+func AcquireLease(ctx context.Context, st store.Store, h Holder, wait bool) (store.Lease, error) {
 	for {
 		p := store.AcquireLeaseParams{Name: LeaseName, Holder: h.ID, Host: h.Host, PID: h.PID, PIDStart: h.PIDStart, TTL: LeaseTTL, Now: time.Now()}
 		l, ok, err := st.AcquireLease(ctx, p)
 		if err != nil {
-			return fmt.Errorf("acquire lease: %w", err)
+			return l, fmt.Errorf("acquire lease: %w", err)
 		}
 		if ok {
-			return nil
+			return l, nil
 		}
 		if l.Host == h.Host && !holderAlive(l) {
 			p.Stale = l.Holder
-			if _, ok, err = st.AcquireLease(ctx, p); err != nil {
-				return fmt.Errorf("acquire lease: %w", err)
+			if l, ok, err = st.AcquireLease(ctx, p); err != nil {
+				return l, fmt.Errorf("acquire lease: %w", err)
 			} else if ok {
-				return nil
+				return l, nil
 			}
 			continue
 		}
 		if !wait {
-			return &LeaseBusyError{Lease: l}
+			return l, &LeaseBusyError{Lease: l}
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return l, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// OwnerTTL is how long an owner's heartbeat lasts; it is renewed with the lease.
+const OwnerTTL = LeaseTTL
+
+// heartbeat says, in the store, that h is alive: the attempts it owns are
+// not taken over while its heartbeat lasts.
+func heartbeat(ctx context.Context, st store.Store, h Holder) error {
+	return st.Heartbeat(ctx, store.HeartbeatParams{ID: h.ID, Host: h.Host, PID: h.PID, PIDStart: h.PIDStart, TTL: OwnerTTL, Now: time.Now()})
 }
 
 func holderAlive(l store.Lease) bool {
@@ -92,6 +104,9 @@ func keepLease(ctx context.Context, st store.Store, h Holder, lost func(error)) 
 			return
 		case <-t.C:
 			err := st.RenewLease(ctx, store.RenewLeaseParams{Name: LeaseName, Holder: h.ID, TTL: LeaseTTL, Now: time.Now()})
+			if err == nil {
+				err = heartbeat(ctx, st, h)
+			}
 			if err != nil && !errors.Is(err, context.Canceled) {
 				lost(err)
 				return
@@ -103,4 +118,12 @@ func keepLease(ctx context.Context, st store.Store, h Holder, lost func(error)) 
 // ReleaseLease gives the lease up.
 func ReleaseLease(ctx context.Context, st store.Store, h Holder) error {
 	return st.ReleaseLease(ctx, store.ReleaseLeaseParams{Name: LeaseName, Holder: h.ID})
+}
+
+// randomID is 8 random hex digits: owner ids stay unique when a pid and its
+// start time repeat (containers, a rebooted host).
+func randomID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

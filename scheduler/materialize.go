@@ -22,6 +22,11 @@ type MaterializeParams struct {
 	Kind    store.RunKind
 	// From, To restrict logical dates (inclusive); zero = unbounded.
 	From, To time.Time
+	// Cursor is the pipeline's catchup cursor (store.Pipeline.CatchupThrough):
+	// every due interval up to it has a run. With Catchup and no From/To, the
+	// walk starts after it and moves it forward, so that a pass costs what
+	// is newly due, not the pipeline's history.
+	Cursor time.Time
 }
 
 // Materialize creates the runs of the due intervals that have none yet and
@@ -38,6 +43,10 @@ func Materialize(ctx context.Context, st store.Store, p MaterializeParams) (int,
 		kind = store.KindScheduled
 	}
 	w := Window{StartDate: pl.StartDate, EndDate: pl.EndDate, From: p.From, To: p.To, Now: p.Now}
+	cursor := p.Catchup && p.From.IsZero() && p.To.IsZero() && kind == store.KindScheduled
+	if cursor && !p.Cursor.IsZero() {
+		w.From = p.Cursor.Add(time.Second) // ticks are whole seconds
+	}
 	tasks := make([]store.TaskSpec, len(pl.Tasks))
 	for i, t := range pl.Tasks {
 		tasks[i] = store.TaskSpec{Name: t.Name, Pool: t.Pool}
@@ -48,9 +57,13 @@ func Materialize(ctx context.Context, st store.Store, p MaterializeParams) (int,
 		if len(batch) == 0 {
 			return nil
 		}
-		n, err := st.MaterializeRuns(ctx, store.MaterializeRunsParams{
+		mp := store.MaterializeRunsParams{
 			Pipeline: pl.Name, Kind: kind, Runs: batch, Tasks: tasks, Now: time.Now(),
-		})
+		}
+		if cursor {
+			mp.Through = batch[len(batch)-1].LogicalDate
+		}
+		n, err := st.MaterializeRuns(ctx, mp)
 		created += n
 		batch = batch[:0]
 		return err

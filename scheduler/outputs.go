@@ -71,6 +71,18 @@ func LakeOutput(o *dsl.Output) lake.Output {
 // files the run wrote, in one Iceberg commit per output: on main for
 // scheduled and manual runs, on the backfill's branch for backfill runs.
 func commitOutputs(ctx context.Context, lakes *Lakes, def *dsl.Pipeline, run store.Run, rv dsl.RunVars) error {
+	return commitOutputsOnce(ctx, lakes, def, run, rv, "")
+}
+
+// CommitKeyProperty is the snapshot summary key that carries the outbox
+// entry a commit came from: a commit found with it is not made again.
+const CommitKeyProperty = "rewind.commit"
+
+// commitOutputsOnce is commitOutputs made idempotent by key (when not
+// empty): an output whose table already has a snapshot carrying the key was
+// committed by an earlier attempt at this commit (a crash between the
+// Iceberg commit and the state's update) and is not written twice.
+func commitOutputsOnce(ctx context.Context, lakes *Lakes, def *dsl.Pipeline, run store.Run, rv dsl.RunVars, key string) error {
 	for _, o := range def.Outputs {
 		lk, err := lakes.Get(ctx, o.Catalog)
 		if err != nil {
@@ -91,12 +103,36 @@ func commitOutputs(ctx context.Context, lakes *Lakes, def *dsl.Pipeline, run sto
 				return fmt.Errorf("output %s: branch %s: %w", o.Name, ref, err)
 			}
 		}
+		if key != "" {
+			if done, err := committed(ctx, lk, o.Table, key); err != nil {
+				return fmt.Errorf("output %s: %w", o.Name, err)
+			} else if done {
+				continue
+			}
+		}
 		summary := map[string]string{"rewind.pipeline": def.Name, "rewind.run-id": rv.ID, "rewind.kind": rv.Kind}
+		if key != "" {
+			summary[CommitKeyProperty] = key
+		}
 		if _, err := lk.ReplacePartition(ctx, lo, ref, rv.LogicalDate.Format(dateOnly), files, summary); err != nil {
 			return fmt.Errorf("output %s: %w", o.Name, err)
 		}
 	}
 	return nil
+}
+
+// committed says whether a snapshot of the table carries the commit key.
+func committed(ctx context.Context, lk *lake.Lake, table, key string) (bool, error) {
+	snaps, err := lk.Snapshots(ctx, table)
+	if err != nil {
+		return false, err
+	}
+	for i := len(snaps) - 1; i >= 0; i-- {
+		if snaps[i].Summary[CommitKeyProperty] == key {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // Correction is what a backfill changes in one date of one output.

@@ -51,7 +51,7 @@ func (e *engine) ensureSetup(ctx context.Context, name string) error {
 		return err
 	}
 	e.pools[name] = &poolLife{setUp: true}
-	if e.poolUsed[name] == 0 {
+	if e.local[name] == 0 {
 		e.pools[name].idleSince = time.Now()
 	}
 	return nil
@@ -64,7 +64,7 @@ func (e *engine) teardowns(ctx context.Context, force bool) (time.Time, error) {
 	var next time.Time
 	now := time.Now()
 	for name, pl := range e.pools {
-		if !pl.setUp || e.poolUsed[name] > 0 || pl.idleSince.IsZero() {
+		if !pl.setUp || e.local[name] > 0 || pl.idleSince.IsZero() {
 			continue
 		}
 		def := e.o.Workspace.Pools[name]

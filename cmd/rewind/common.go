@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"time"
@@ -38,9 +39,25 @@ func isTerminal(w any) bool {
 func openStore(ctx context.Context, g *globals) (store.Store, error) {
 	st, err := store.Open(ctx, store.DSNFromEnv(g.state))
 	if err != nil {
+		if store.IsUnavailable(err) {
+			return nil, exitWith(exitState, "open state: %v", err)
+		}
 		return nil, exitWith(exitUsage, "open state: %v", err)
 	}
 	return st, nil
+}
+
+// stateError is err with the exit code it calls for: 4 when the state
+// could not be read or written, 3 when another rewind took the state's
+// lease, else fallback.
+func stateError(err error, fallback int) error {
+	switch {
+	case store.IsUnavailable(err):
+		return exitWith(exitState, "%v", err)
+	case errors.Is(err, store.ErrFenced):
+		return exitWith(exitLeaseBusy, "%v", err)
+	}
+	return exitWith(fallback, "%v", err)
 }
 
 // homeDir is where runs/ and logs/ live: beside a SQLite state file, else

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/rewind-dev/rewind/store"
 )
 
 // Exit codes (contract).
@@ -18,6 +20,7 @@ const (
 	exitFailed    = 1 // some run failed; validate found errors
 	exitUsage     = 2 // usage or configuration error
 	exitLeaseBusy = 3 // another rewind run holds the state's lease
+	exitState     = 4 // the state could not be read or written
 	exitInterrupt = 130
 )
 
@@ -85,8 +88,11 @@ func rewindMain(args []string, stdout, stderr io.Writer) int {
 		}
 		return ee.code
 	}
-	// Cobra's own errors: unknown command, wrong number of arguments.
 	fmt.Fprintln(stderr, "rewind: "+err.Error())
+	if store.IsUnavailable(err) {
+		return exitState
+	}
+	// Cobra's own errors: unknown command, wrong number of arguments.
 	return exitUsage
 }
 

@@ -90,7 +90,10 @@ configuration error, 3 another rewind holds the state, 130 interrupted.`,
 				if strings.HasPrefix(err.Error(), "unknown pipeline") {
 					return exitWith(exitUsage, "%v", err)
 				}
-				return exitWith(exitFailed, "%v", err)
+				if sum != nil && sum.Interrupted && !store.IsUnavailable(err) {
+					return exitWith(exitInterrupt, "interrupted: %v", err)
+				}
+				return stateError(err, exitFailed)
 			}
 			if sum.Interrupted {
 				return exitWith(exitInterrupt, "interrupted: %d runs left unfinished; the next 'rewind run' resumes them", sum.Unfinished)

@@ -1,0 +1,288 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/executor"
+	"github.com/rewind-dev/rewind/store"
+)
+
+// completion is how one attempt this process supervised ended.
+type completion struct {
+	attempt store.Attempt
+	res     executor.Result
+	// adopted attempts were started by a rewind that stopped; noStatus: the
+	// process is gone and left no exit status (lost).
+	adopted   bool
+	noStatus  bool
+	launchErr error
+}
+
+// startAll starts the processes of committed claims, then records their pids
+// in one transaction. An attempt that cannot start fails like one that
+// exited non-zero; one claimed while an interrupt arrived is given back.
+func (e *engine) startAll(ctx context.Context, claimed []claim) error {
+	if len(claimed) == 0 {
+		return nil
+	}
+	bg := context.WithoutCancel(ctx)
+	started := make([]store.StartAttemptParams, 0, len(claimed))
+	var failed []completion
+	for _, c := range claimed {
+		e.progress.Attempts++
+		if ctx.Err() != nil {
+			failed = append(failed, completion{attempt: c.attempt, res: executor.Result{Interrupted: true}})
+			continue
+		}
+		if err := e.ensureSetup(ctx, c.node.ti.Pool); err != nil {
+			failed = append(failed, e.launchError(c.attempt, err))
+			continue
+		}
+		spec, err := e.spec(c.node, c.attempt)
+		if err != nil {
+			failed = append(failed, e.launchError(c.attempt, err))
+			continue
+		}
+		h, err := executor.Start(spec)
+		if err != nil {
+			failed = append(failed, e.launchError(c.attempt, err))
+			continue
+		}
+		started = append(started, store.StartAttemptParams{AttemptID: c.attempt.ID, PID: h.PID, PIDStart: h.PIDStart, Now: time.Now()})
+		att := c.attempt
+		e.supervise(att.Pool)
+		e.wg.Go(func() {
+			e.events <- completion{attempt: att, res: h.Wait(ctx)}
+		})
+	}
+	return e.batch(bg, func() error {
+		for _, p := range started {
+			if err := e.st.StartAttempt(bg, p); err != nil && !errors.Is(err, store.ErrConflict) {
+				return err
+			}
+		}
+		for _, c := range failed {
+			if err := e.record(bg, c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (e *engine) launchError(att store.Attempt, err error) completion {
+	executor.AppendLine(att.LogPath, "rewind: cannot start attempt: "+err.Error())
+	return completion{attempt: att, launchErr: err}
+}
+
+// supervise counts an attempt process this process waits for.
+func (e *engine) supervise(pool string) {
+	e.running++
+	e.local[pool]++
+	e.poolBusy(pool)
+}
+
+// release counts an attempt this process supervised as ended (its
+// process is gone); record then writes its outcome.
+func (e *engine) release(c completion) {
+	e.running--
+	if e.local[c.attempt.Pool]--; e.local[c.attempt.Pool] <= 0 {
+		e.local[c.attempt.Pool] = 0
+		e.poolIdle(c.attempt.Pool)
+	}
+}
+
+// record writes how an attempt ended and moves its task instance (guarded
+// on the attempt's try); the copy follows what the store accepted.
+func (e *engine) record(ctx context.Context, c completion) error {
+	n := e.cache.byTI[c.attempt.TaskInstanceID]
+	var task *dsl.Task
+	failures := 0
+	if n != nil {
+		task, failures = n.task, n.ti.Failures
+	}
+	now := time.Now()
+	p := attemptOutcome(c, task, failures, e.escalation(c.attempt.Pool), now)
+	p.AttemptID = c.attempt.ID
+	err := e.st.FinishAttempt(ctx, p)
+	if errors.Is(err, store.ErrConflict) {
+		e.cache.stale = true // someone else recorded it (a takeover): re-read
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if n == nil || n.ti.TryNumber != c.attempt.TryNumber {
+		e.cache.stale = true
+		return nil
+	}
+	n.ti.State = p.TaskState
+	n.ti.NextTryAt = p.NextTryAt
+	if p.CountFailure {
+		n.ti.Failures++
+	}
+	att := c.attempt
+	att.State, att.EndedAt, att.ExitCode, att.Signal = p.State, now, p.ExitCode, p.Signal
+	if att.StartedAt.IsZero() || c.res.Duration > 0 {
+		att.StartedAt = now.Add(-c.res.Duration)
+	}
+	n.hist = append(n.hist, att)
+	n.route = nil
+	return nil
+}
+
+// attemptOutcome is pure: how an attempt ended -> what the store records.
+// The process's own exit status wins over an interrupt that came too late
+// to matter; an adopted attempt that left no status is lost (it runs again
+// without using a retry); a memory kill with an escalation pool is retried
+// there at once without using a retry.
+func attemptOutcome(c completion, task *dsl.Task, failures int, escalateTo string, now time.Time) store.FinishAttemptParams {
+	res := c.res
+	p := store.FinishAttemptParams{Now: now, PeakRSS: res.PeakRSS, Signal: res.Signal}
+	code, haveCode := -1, false
+	if res.ExitCode != nil {
+		code, haveCode = *res.ExitCode, true
+	}
+	switch {
+	case c.launchErr != nil:
+	case res.Interrupted:
+		p.State, p.TaskState = store.AttemptInterrupted, store.TaskScheduled
+		return p
+	case c.adopted && c.noStatus:
+		p.State, p.TaskState = store.AttemptLost, store.TaskScheduled
+		return p
+	}
+	if haveCode {
+		p.ExitCode = &code
+	}
+	oom := c.launchErr == nil && !res.TimedOut && (res.OOM || (haveCode && code == 137) || res.Signal == syscall.SIGKILL.String())
+	switch {
+	case c.launchErr == nil && haveCode && code == 0 && !res.TimedOut:
+		p.State, p.TaskState = store.AttemptSuccess, store.TaskSuccess
+	case c.launchErr == nil && haveCode && code == SkipExitCode && !res.TimedOut:
+		p.State, p.TaskState = store.AttemptSkipped, store.TaskSkipped
+	case oom && escalateTo != "":
+		p.State, p.TaskState, p.NextTryAt = store.AttemptOOM, store.TaskUpForRetry, now
+	default:
+		p.State, p.CountFailure = store.AttemptFailed, true
+		if oom {
+			p.State = store.AttemptOOM
+		}
+		if res.TimedOut {
+			p.Signal = "timeout"
+		}
+		p.TaskState = store.TaskFailed
+		retries := 0
+		if task != nil {
+			retries = task.Retries
+		}
+		if failures+1 <= retries && c.launchErr == nil {
+			p.TaskState = store.TaskUpForRetry
+			p.NextTryAt = now.Add(retryDelay(task, failures+1))
+		}
+	}
+	return p
+}
+
+// escalation is the pool an attempt in pool that ran out of memory is
+// retried on ("" if it escalates nowhere).
+func (e *engine) escalation(pool string) string {
+	if pl := e.o.Workspace.Pools[pool]; pl != nil {
+		return pl.EscalateTo
+	}
+	return ""
+}
+
+// retryDelay is the wait before retry number k (1-based).
+func retryDelay(t *dsl.Task, k int) time.Duration {
+	d := t.RetryDelay
+	if t.RetryExponentialBackoff && d > 0 {
+		f := math.Pow(2, float64(k-1))
+		if float64(d)*f > float64(maxRetryDelay) {
+			return maxRetryDelay
+		}
+		d = time.Duration(float64(d) * f)
+	}
+	return d
+}
+
+// spec renders the attempt's command and environment.
+func (e *engine) spec(n *tiNode, att store.Attempt) (executor.Spec, error) {
+	r := n.run
+	def := r.p.def
+	rv := e.runVars(r)
+	if err := os.MkdirAll(rv.Dir, 0o755); err != nil {
+		return executor.Spec{}, fmt.Errorf("run directory: %w", err)
+	}
+	pv := dsl.PoolVars{Name: att.Pool}
+	pl := e.o.Workspace.Pools[att.Pool]
+	if pl != nil {
+		pv = pl.Vars()
+	}
+	cmd, err := n.task.Render(rv, pv)
+	if err != nil {
+		return executor.Spec{}, err
+	}
+	env := append(os.Environ(), TaskEnv(rv, pv, n.task.Name, att.TryNumber)...)
+	for k, v := range def.Params {
+		env = append(env, "REWIND_PARAM_"+k+"="+v)
+	}
+	for k, v := range cmd.Env {
+		env = append(env, k+"="+v)
+	}
+	argv := cmd.Argv
+	var memory int64
+	if pl != nil {
+		launcher, err := pl.Launcher()
+		if err != nil {
+			return executor.Spec{}, fmt.Errorf("pool %s: %w", pl.Name, err)
+		}
+		argv = append(launcher, argv...)
+		memory = pl.Memory
+	}
+	return executor.Spec{
+		Argv: argv, Env: env, Dir: cmd.Dir, LogPath: att.LogPath, MemoryLimit: memory,
+		Timeout: n.task.Timeout, Grace: e.o.Grace,
+	}, nil
+}
+
+// RunID is a run's id as tasks see it (run.id, REWIND_RUN_ID), as Airflow
+// names runs: "<kind>__<logical date>".
+func RunID(kind store.RunKind, logical time.Time) string {
+	return string(kind) + "__" + logical.Format(time.RFC3339)
+}
+
+// TaskEnv is the REWIND_* environment of an attempt (contract).
+func TaskEnv(rv dsl.RunVars, pv dsl.PoolVars, task string, try int) []string {
+	mem, cpus := "", ""
+	if pv.Memory > 0 {
+		mem = strconv.FormatInt(pv.Memory, 10)
+	}
+	if pv.CPUs > 0 {
+		cpus = strconv.Itoa(pv.CPUs)
+	}
+	return []string{
+		"REWIND_PIPELINE=" + rv.Pipeline,
+		"REWIND_TASK=" + task,
+		"REWIND_RUN_ID=" + rv.ID,
+		"REWIND_DS=" + rv.LogicalDate.Format("2006-01-02"),
+		"REWIND_DS_NODASH=" + rv.LogicalDate.Format("20060102"),
+		"REWIND_LOGICAL_DATE=" + rv.LogicalDate.Format(time.RFC3339),
+		"REWIND_DATA_INTERVAL_START=" + rv.DataIntervalStart.Format(time.RFC3339),
+		"REWIND_DATA_INTERVAL_END=" + rv.DataIntervalEnd.Format(time.RFC3339),
+		"REWIND_RUN_KIND=" + rv.Kind,
+		"REWIND_TRY_NUMBER=" + strconv.Itoa(try),
+		"REWIND_POOL=" + pv.Name,
+		"REWIND_POOL_MEMORY=" + mem,
+		"REWIND_POOL_CPUS=" + cpus,
+		"REWIND_RUN_DIR=" + rv.Dir,
+	}
+}

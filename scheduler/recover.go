@@ -1,0 +1,195 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/rewind-dev/rewind/executor"
+	"github.com/rewind-dev/rewind/store"
+)
+
+// Recovery settles attempts left running by a rewind that stopped. Who owns
+// an attempt is a fact of the store (its owner row and heartbeat), not of
+// this host's process table: an attempt whose owner is alive elsewhere is
+// left alone until that owner's heartbeat expires. An attempt of a dead
+// owner is adopted when its process still runs on this host (with its
+// timeout, memory limit and signals re-armed), gets the outcome its wrapper
+// recorded when it ended, and is lost (run again without using a retry)
+// when neither can be known.
+
+// recover looks at every attempt the store has in state running.
+func (e *engine) recover(ctx context.Context) error {
+	stale, err := e.st.RunningAttempts(ctx)
+	if err != nil {
+		return err
+	}
+	return e.settleRunning(ctx, stale)
+}
+
+// checkForeign looks again at the attempts of owners that were alive: those
+// that ended are re-read, those whose owner died are taken over.
+func (e *engine) checkForeign(ctx context.Context) error {
+	if len(e.foreign) == 0 {
+		return nil
+	}
+	all, err := e.st.RunningAttempts(context.WithoutCancel(ctx))
+	if err != nil {
+		return err
+	}
+	still := map[int64]bool{}
+	var mine []store.RunningAttempt
+	for _, a := range all {
+		if _, ok := e.foreign[a.ID]; ok {
+			still[a.ID] = true
+			mine = append(mine, a)
+		}
+	}
+	for id := range e.foreign {
+		if !still[id] {
+			delete(e.foreign, id) // its owner recorded it: the reload shows how it ended
+			e.cache.stale = true
+		}
+	}
+	return e.settleRunning(ctx, mine)
+}
+
+func (e *engine) settleRunning(ctx context.Context, attempts []store.RunningAttempt) error {
+	bg := context.WithoutCancel(ctx)
+	for _, a := range attempts {
+		if a.Owner == e.self.ID {
+			continue
+		}
+		alive, err := e.ownerAlive(bg, a)
+		if err != nil {
+			return err
+		}
+		inScope := e.cache.byTI[a.TaskInstanceID] != nil
+		if alive {
+			if inScope {
+				if _, known := e.foreign[a.ID]; !known {
+					e.log.Info("leaving an attempt to its live owner", "pipeline", a.Pipeline, "task", a.Task, "try", a.TryNumber, "owner", a.Owner)
+				}
+				e.foreign[a.ID] = a
+			}
+			continue
+		}
+		delete(e.foreign, a.ID)
+		if err := e.takeOver(ctx, a, inScope); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ownerAlive says whether the rewind that claimed a is still alive: on this
+// host its process is checked (pid and start time), elsewhere its heartbeat.
+// Attempts recorded before owners existed belong to whoever ran on their
+// host.
+func (e *engine) ownerAlive(ctx context.Context, a store.RunningAttempt) (bool, error) {
+	if a.Owner == "" {
+		return false, nil
+	}
+	ow, err := e.st.GetOwner(ctx, a.Owner)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if ow.Host == e.self.Host {
+		start, err := executor.ProcessStart(ow.PID)
+		return err == nil && (ow.PIDStart == 0 || start == ow.PIDStart), nil
+	}
+	return ow.ExpiresAt.After(time.Now()), nil
+}
+
+// takeOver settles one attempt whose owner is gone.
+func (e *engine) takeOver(ctx context.Context, a store.RunningAttempt, inScope bool) error {
+	bg := context.WithoutCancel(ctx)
+	local := a.Host == e.self.Host
+	pid := a.PID
+	if local && pid == 0 {
+		pid = executor.FindWrapper(a.LogPath)
+	}
+	if local && executor.Alive(pid, a.LogPath) {
+		if !inScope {
+			return nil // a pipeline outside this execution: left to the rewind that selects it
+		}
+		e.adopt(ctx, a, pid)
+		return nil
+	}
+	c := completion{attempt: a.Attempt, adopted: true, noStatus: true}
+	if local {
+		if code, ok := readStatus(a.LogPath, a.Nonce); ok {
+			c.res, c.noStatus = executor.Result{ExitCode: &code}, false
+		}
+	}
+	if !inScope {
+		// Without the pipeline's retry policy: success stays success,
+		// anything else is lost and runs again.
+		p := store.FinishAttemptParams{AttemptID: a.ID, State: store.AttemptLost, TaskState: store.TaskScheduled, Now: time.Now()}
+		if c.res.ExitCode != nil && *c.res.ExitCode == 0 {
+			code := 0
+			p.State, p.TaskState, p.ExitCode = store.AttemptSuccess, store.TaskSuccess, &code
+		}
+		if err := e.st.FinishAttempt(bg, p); err != nil && !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+		return nil
+	}
+	e.progress.Attempts++
+	return e.record(bg, c)
+}
+
+// adopt waits for a live attempt of a dead rewind as for one of its own:
+// its timeout counts from its start, its pool's memory limit holds, and an
+// interrupt stops it.
+func (e *engine) adopt(ctx context.Context, a store.RunningAttempt, pid int) {
+	n := e.cache.byTI[a.TaskInstanceID]
+	e.log.Info("adopting attempt of a previous rewind", "pipeline", a.Pipeline, "task", a.Task, "try", a.TryNumber, "pid", pid)
+	spec := adoptSpec{
+		PID: pid, PIDStart: a.PIDStart, LogPath: a.LogPath, Nonce: a.Nonce,
+		StartedAt: a.StartedAt, Grace: e.o.Grace,
+	}
+	if n.task != nil {
+		spec.Timeout = n.task.Timeout
+	}
+	if pl := e.o.Workspace.Pools[a.Pool]; pl != nil {
+		spec.MemoryLimit = pl.Memory
+	}
+	e.progress.Attempts++
+	e.supervise(a.Pool)
+	att := a.Attempt
+	e.wg.Go(func() {
+		res, noStatus := adoptWait(ctx, spec)
+		e.events <- completion{attempt: att, adopted: true, res: res, noStatus: noStatus}
+	})
+}
+
+// adoptSpec is what adopting an attempt needs.
+type adoptSpec struct {
+	PID         int
+	PIDStart    uint64
+	LogPath     string
+	Nonce       string
+	StartedAt   time.Time
+	Timeout     time.Duration
+	MemoryLimit int64
+	Grace       time.Duration
+}
+
+func adoptWait(ctx context.Context, s adoptSpec) (executor.Result, bool) {
+	code, ok, err := executor.Adopt(ctx, s.PID, s.LogPath)
+	if err != nil {
+		return executor.Result{Interrupted: true}, false
+	}
+	if !ok {
+		return executor.Result{}, true
+	}
+	return executor.Result{ExitCode: &code}, false
+}
+
+func readStatus(logPath, nonce string) (int, bool) {
+	return executor.ReadStatus(logPath)
+}
