@@ -7,31 +7,58 @@ package executor
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
 
-// wrapper runs the attempt's argv ("$@"), then appends its exit status to the
-// log (its own stdout) as a last line of the form written by StatusLine. $0
-// is the log's path, so that the wrapper's command line names its attempt.
-// It uses only shell builtins: one /bin/sh process, and no file of its own,
-// since creating files is what costs most per attempt.
-const wrapper = `"$@"; rc=$?; printf '\n%s%s\n' "` + statusMarker + `" "$rc"; exit "$rc"`
+// The wrapper is the attempt's first process: a /bin/sh that runs the
+// command, then appends its exit status to the log (its own stdout) as a last
+// line, "[rewind] exit status <nonce> <rc>" ("[rewind] exit status <rc>"
+// without a nonce). It uses only shell builtins: one /bin/sh process, and no
+// file of its own, since creating files is what costs most per attempt.
+//
+// Its command line is /bin/sh -c SCRIPT /bin/sh LOG NONCE COMMAND...: $0 is
+// /bin/sh, as for `sh -c`, so that the shell's own messages read as usual;
+// LOG names the attempt (Alive, FindWrapper); NONCE is "<nonce> " or "".
+const (
+	// argvWrapper runs argv ("$@") as a child of the wrapper.
+	argvWrapper = `n=$2; shift 2; "$@"; rc=$?; printf '\n` + statusMarker + `%s%s\n' "$n" "$rc"; exit "$rc"`
+	// shellWrapper runs a shell command in a subshell of the wrapper, which
+	// is a fork of this shell and not a second /bin/sh: the command is eval'd
+	// from $3, never spliced into the script's text, with no positional
+	// parameter and no variable of the wrapper in sight. Being a subshell,
+	// the command's own exec, exit, traps and redirections of the shell's
+	// descriptors leave the wrapper alone.
+	shellWrapper = `(shift 2; eval "set --; $1"); rc=$?; printf '\n` + statusMarker + `%s%s\n' "$2" "$rc"; exit "$rc"`
+	// legacyWrapper is the wrapper of rewinds before nonces, still
+	// recognized (/bin/sh -c legacyWrapper LOG ARGV...).
+	legacyWrapper = `"$@"; rc=$?; printf '\n%s%s\n' "` + statusMarker + `" "$rc"; exit "$rc"`
+)
 
 // statusMarker starts the line the wrapper appends to a log.
 const statusMarker = "[rewind] exit status "
 
 // Spec is one attempt to launch.
 type Spec struct {
-	Argv    []string
-	Env     []string // the complete environment of the process
+	// Argv is the command. An Argv of exactly ["/bin/sh", "-c", CMD] (what a
+	// string command renders to) runs as Shell = CMD.
+	Argv []string
+	// Shell, when set (and Argv empty), is a shell command run in a subshell
+	// of the wrapper rather than in a second /bin/sh: as `/bin/sh -c Shell`,
+	// with the same stdin, stdout, stderr, $0 and exit status, except that
+	// $$ is the attempt's pid (the wrapper's: its process group) and $PPID
+	// the parent of the wrapper.
+	Shell   string
+	Env     []string // the complete environment of the process (nil: rewind's)
 	Dir     string
 	LogPath string        // the attempt's output, ended by its exit status
 	Timeout time.Duration // 0 = none
@@ -42,6 +69,13 @@ type Spec struct {
 	// Grace is how long a process group gets between SIGTERM and SIGKILL
 	// on timeout or interrupt (default 10s).
 	Grace time.Duration
+	// Nonce is a per-attempt secret (hex digits, see NewNonce) that the
+	// wrapper writes in its status line, so that a task cannot forge its
+	// outcome by printing one: ReadStatusNonce reads only a line with it.
+	// It is not in the task's environment (it is in the wrapper's argv).
+	// Record it with the attempt before starting it. "" writes the status
+	// line of older rewinds, which ReadStatus reads.
+	Nonce string
 }
 
 // Result is how an attempt ended.
@@ -51,102 +85,291 @@ type Result struct {
 	TimedOut    bool
 	Interrupted bool // the context was cancelled: rewind is stopping
 	// OOM: the watchdog killed the attempt for going over its MemoryLimit.
-	OOM      bool
-	PeakRSS  int64
+	OOM     bool
+	PeakRSS int64
+	// NoStatus (AdoptWait only): the attempt's processes are gone and wrote
+	// no exit status: the attempt is lost.
+	NoStatus bool
 	Duration time.Duration
 }
 
 // Success reports whether the attempt exited 0.
 func (r Result) Success() bool { return r.ExitCode != nil && *r.ExitCode == 0 && !r.TimedOut }
 
+// NewNonce returns a fresh random nonce for Spec.Nonce: 32 hex digits.
+func NewNonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+func validNonce(n string) bool {
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
 // Handle is a started attempt.
 type Handle struct {
 	PID      int
 	PIDStart uint64
-	cmd      *exec.Cmd
 	spec     Spec
 	start    time.Time
-	log      *os.File
+	w        *watch
 }
+
+var devNull = sync.OnceValues(func() (int, error) {
+	return syscall.Open(os.DevNull, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+})
 
 // Start launches the attempt in its own process group.
 func Start(spec Spec) (*Handle, error) {
-	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
+	if spec.Shell == "" && len(spec.Argv) == 3 && spec.Argv[0] == "/bin/sh" && spec.Argv[1] == "-c" && spec.Argv[2] != "" {
+		spec.Shell, spec.Argv = spec.Argv[2], nil
+	}
+	name := spec.Shell
+	switch {
+	case spec.Shell != "" && len(spec.Argv) > 0:
+		return nil, errors.New("both a shell command and argv")
+	case spec.Shell == "" && (len(spec.Argv) == 0 || spec.Argv[0] == ""):
 		return nil, errors.New("empty command")
+	case spec.Shell == "":
+		name = spec.Argv[0]
+	}
+	if !validNonce(spec.Nonce) {
+		return nil, errors.New("nonce: not hex digits")
 	}
 	if spec.Grace <= 0 {
 		spec.Grace = 10 * time.Second
 	}
-	if err := os.MkdirAll(filepath.Dir(spec.LogPath), 0o755); err != nil {
-		return nil, fmt.Errorf("log directory: %w", err)
-	}
-	logf, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|os.O_APPEND, 0o644)
+	null, err := devNull()
 	if err != nil {
-		return nil, fmt.Errorf("open log: %w", err)
+		return nil, fmt.Errorf("open %s: %w", os.DevNull, err)
 	}
-	args := append([]string{"-c", wrapper, spec.LogPath}, spec.Argv...)
-	cmd := exec.Command("/bin/sh", args...)
-	cmd.Env = spec.Env
-	cmd.Dir = spec.Dir
-	cmd.Stdin = nil
-	cmd.Stdout = logf
-	cmd.Stderr = logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	h := &Handle{cmd: cmd, spec: spec, log: logf}
-	h.start = time.Now()
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
+	logfd, err := openLog(spec.LogPath)
+	if err != nil {
+		return nil, err
 	}
-	h.PID = cmd.Process.Pid
-	h.PIDStart, _ = ProcessStart(h.PID)
+	defer syscall.Close(logfd)
+	nonce := spec.Nonce
+	if nonce != "" {
+		nonce += " "
+	}
+	var argv []string
+	if spec.Shell != "" {
+		argv = []string{"/bin/sh", "-c", shellWrapper, "/bin/sh", spec.LogPath, nonce, spec.Shell}
+	} else {
+		argv = append([]string{"/bin/sh", "-c", argvWrapper, "/bin/sh", spec.LogPath, nonce}, spec.Argv...)
+	}
+	env := spec.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	sys := &syscall.SysProcAttr{Setpgid: true}
+	pidfd := -1
+	if pidfdWorks() {
+		sys.PidFD = &pidfd
+	}
+	h := &Handle{spec: spec, start: time.Now()}
+	pid, err := syscall.ForkExec("/bin/sh", argv, &syscall.ProcAttr{
+		Dir: spec.Dir, Env: env, Files: []uintptr{uintptr(null), uintptr(logfd), uintptr(logfd)}, Sys: sys,
+	})
+	if err != nil {
+		if spec.Dir != "" {
+			if _, serr := os.Stat(spec.Dir); serr != nil {
+				err = fmt.Errorf("chdir %s: %w", spec.Dir, err)
+			}
+		}
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	h.PID = pid
+	h.PIDStart, _ = ProcessStart(pid)
+	h.w = watchChild(pid, pidfd)
 	return h, nil
 }
 
+// openLog creates (or truncates) an attempt's log, and its directory if
+// needed.
+func openLog(path string) (int, error) {
+	const flags = syscall.O_CREAT | syscall.O_WRONLY | syscall.O_TRUNC | syscall.O_APPEND | syscall.O_CLOEXEC
+	fd, err := syscall.Open(path, flags, 0o644)
+	if err == syscall.ENOENT {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return -1, fmt.Errorf("log directory: %w", err)
+		}
+		fd, err = syscall.Open(path, flags, 0o644)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("open log: %w", &os.PathError{Op: "open", Path: path, Err: err})
+	}
+	return fd, nil
+}
+
 // Wait waits for the attempt to end. When the timeout passes or ctx is
-// cancelled, the whole process group gets SIGTERM, then SIGKILL after the
-// grace period.
+// cancelled, the whole process group gets SIGTERM, then SIGKILL once the
+// grace period has passed with processes left in it. An attempt that ended
+// by itself at that moment (before the signal) gets its own outcome.
 func (h *Handle) Wait(ctx context.Context) Result {
-	done := make(chan error, 1)
-	go func() { done <- h.cmd.Wait() }()
+	s := h.spec
+	return supervise(ctx, h.w, supervision{
+		logPath: s.LogPath, nonce: s.Nonce, start: h.start,
+		timeout: s.Timeout, deadline: h.start.Add(s.Timeout), memory: s.MemoryLimit, grace: s.Grace,
+	})
+}
+
+// AdoptSpec is an attempt started by an earlier rewind, to adopt: what was
+// recorded about it, and the limits it runs under.
+type AdoptSpec struct {
+	PID int
+	// PIDStart is the wrapper's start time (Handle.PIDStart): with it, a
+	// reused pid is not taken for the attempt. 0 = unknown: the pid is then
+	// checked with Alive.
+	PIDStart  uint64
+	LogPath   string
+	Nonce     string    // Spec.Nonce of the attempt ("" for older attempts)
+	StartedAt time.Time // when it started: the timeout runs from there
+	Timeout   time.Duration
+	// MemoryLimit and Grace are as in Spec.
+	MemoryLimit int64
+	Grace       time.Duration
+}
+
+// AdoptWait waits for an attempt started by an earlier rewind (not a child of
+// this process) as Wait does for one of ours: the rest of its timeout (none
+// left: at once) and its memory limit are enforced, and a cancelled ctx stops
+// its process group. Its exit code is the status its wrapper wrote in the log
+// (with a.Nonce); NoStatus says it wrote none (lost). A pid that is not, or
+// no longer, the attempt's wrapper counts as gone.
+func AdoptWait(ctx context.Context, a AdoptSpec) Result {
+	if a.Grace <= 0 {
+		a.Grace = 10 * time.Second
+	}
+	start := a.StartedAt
+	if start.IsZero() {
+		start = time.Now()
+	}
+	return supervise(ctx, watchAdopted(a.PID, a.PIDStart, a.LogPath), supervision{
+		adopted: true, logPath: a.LogPath, nonce: a.Nonce, start: start,
+		timeout: a.Timeout, deadline: start.Add(a.Timeout), memory: a.MemoryLimit, grace: a.Grace,
+	})
+}
+
+type supervision struct {
+	adopted  bool
+	logPath  string
+	nonce    string
+	start    time.Time
+	timeout  time.Duration // 0 = none
+	deadline time.Time
+	memory   int64
+	grace    time.Duration
+}
+
+// supervise waits for the watched wrapper to end, enforcing the limits of s.
+func supervise(ctx context.Context, w *watch, s supervision) Result {
+	var res Result
 	var timeout <-chan time.Time
-	if h.spec.Timeout > 0 {
-		t := time.NewTimer(h.spec.Timeout)
+	if s.timeout > 0 {
+		t := time.NewTimer(time.Until(s.deadline))
 		defer t.Stop()
 		timeout = t.C
 	}
-	var res Result
 	var oom <-chan int64
-	if h.spec.MemoryLimit > 0 {
+	var peak *peakRSS
+	if s.memory > 0 {
 		stop := make(chan struct{})
 		defer close(stop)
-		oom = watchMemory(h.PID, h.spec.MemoryLimit, stop)
+		peak = new(peakRSS)
+		oom = watchMemory(w.pid, s.memory, peak, stop)
 	}
-	var waitErr error
+	stopped := false // we signalled the group to end it
+	var lastSignal syscall.Signal
 	select {
-	case waitErr = <-done:
+	case <-w.done:
 	case <-timeout:
-		res.TimedOut = true
-		waitErr = h.stopGroup(done)
+		if !w.ended() {
+			res.TimedOut, stopped = true, true
+			lastSignal = stopGroup(w, s.grace)
+		}
 	case <-ctx.Done():
-		res.Interrupted = true
-		waitErr = h.stopGroup(done)
+		if !w.ended() {
+			res.Interrupted, stopped = true, true
+			lastSignal = stopGroup(w, s.grace)
+		}
 	case rss := <-oom:
-		res.OOM = true
-		killTree(h.PID)
-		waitErr = <-done
-		AppendLine(h.spec.LogPath, fmt.Sprintf("rewind: attempt killed: its processes used %s of memory, over the pool's limit of %s", formatBytes(rss), formatBytes(h.spec.MemoryLimit)))
+		if !w.ended() {
+			res.OOM, stopped = true, true
+			killTree(w.pid)
+			lastSignal = syscall.SIGKILL
+			AppendLine(s.logPath, fmt.Sprintf("rewind: attempt killed: its processes used %s of memory, over the pool's limit of %s", formatBytes(rss), formatBytes(s.memory)))
+		}
 		res.PeakRSS = rss
 	}
-	h.log.Close()
-	res.Duration = time.Since(h.start)
-	peak := res.PeakRSS
-	fillResult(&res, h.cmd.ProcessState, waitErr)
-	res.PeakRSS = max(res.PeakRSS, peak)
+	<-w.done
+	res.Duration = time.Since(s.start)
+	if peak != nil {
+		res.PeakRSS = max(res.PeakRSS, peak.get())
+	}
+
+	// The attempt's own outcome, when it has one: a timeout or an interrupt
+	// that came as it ended by itself does not count.
+	if (res.TimedOut || res.Interrupted) && ownExit(w, s, &res) {
+		res.TimedOut, res.Interrupted = false, false
+		return res
+	}
+	switch {
+	case !s.adopted:
+		if ru := w.rusage; ru.Maxrss > 0 {
+			res.PeakRSS = max(res.PeakRSS, ru.Maxrss*1024)
+		}
+		if w.status.Signaled() {
+			res.Signal = SignalName(w.status.Signal())
+		} else {
+			code := w.status.ExitStatus()
+			res.ExitCode = &code
+		}
+	case stopped:
+		// Not our child: its wait status is its parent's. It died of the
+		// last signal we sent, or of an earlier one.
+		res.Signal = SignalName(lastSignal)
+	default:
+		if code, ok := ReadStatusNonce(s.logPath, s.nonce); ok {
+			res.ExitCode = &code
+		} else {
+			res.NoStatus = true
+		}
+	}
 	if res.TimedOut {
-		AppendLine(h.spec.LogPath, fmt.Sprintf("rewind: attempt timed out after %s; process group killed", h.spec.Timeout))
+		AppendLine(s.logPath, fmt.Sprintf("rewind: attempt timed out after %s; process group killed", s.timeout))
 	}
 	return res
+}
+
+// ownExit reports whether an attempt that we stopped had in fact ended by
+// itself, before our signal reached its wrapper: the wrapper exited rather
+// than being killed, or wrote a status line (with the attempt's nonce: one
+// without cannot be told from a forged one), with a status that our signals
+// do not cause (128+SIGTERM, 128+SIGKILL). It sets res's exit code if so.
+func ownExit(w *watch, s supervision, res *Result) bool {
+	ours := func(code int) bool { return code == 128+int(syscall.SIGTERM) || code == 128+int(syscall.SIGKILL) }
+	code, ok := 0, false
+	if !s.adopted && w.status.Exited() {
+		code, ok = w.status.ExitStatus(), true
+	} else if s.nonce != "" {
+		code, ok = ReadStatusNonce(s.logPath, s.nonce)
+	}
+	if !ok || ours(code) {
+		return false
+	}
+	res.ExitCode = &code
+	if !s.adopted && w.rusage.Maxrss > 0 {
+		res.PeakRSS = max(res.PeakRSS, w.rusage.Maxrss*1024)
+	}
+	return true
 }
 
 // AppendLine adds a line of rewind's own to a log (creating it and its
@@ -161,40 +384,73 @@ func AppendLine(path, line string) {
 	fmt.Fprintln(f, line)
 }
 
-// stopGroup sends SIGTERM to the process group, waits for the grace period,
-// then SIGKILLs whatever is left of the group.
-func (h *Handle) stopGroup(done <-chan error) error {
-	pgid := h.PID
+// groupPoll is how often stopGroup looks whether the group is empty;
+// groupScan how often at most it scans /proc for live members, when only
+// zombies may be left (processes whose parent died are reaped by init, some
+// time after they end).
+const (
+	groupPoll = 5 * time.Millisecond
+	groupScan = 50 * time.Millisecond
+)
+
+// stopGroup sends SIGTERM to the wrapper's process group, gives the group
+// the grace period to end, then SIGKILLs whatever is left of it. It returns
+// once the wrapper has ended, with the last signal sent.
+func stopGroup(w *watch, grace time.Duration) syscall.Signal {
+	pgid := w.pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	t := time.NewTimer(h.spec.Grace)
-	defer t.Stop()
-	select {
-	case err := <-done:
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		return err
-	case <-t.C:
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		return <-done
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	tick := time.NewTicker(groupPoll)
+	defer tick.Stop()
+	var scanned time.Time
+	for {
+		select {
+		case <-deadline.C:
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			<-w.done
+			return syscall.SIGKILL
+		case <-tick.C:
+			if !w.isDone() {
+				continue
+			}
+			if syscall.Kill(-pgid, 0) == syscall.ESRCH {
+				return syscall.SIGTERM
+			}
+			if time.Since(scanned) >= groupScan {
+				scanned = time.Now()
+				if len(liveMembers(pgid)) == 0 {
+					return syscall.SIGTERM
+				}
+			}
+		}
 	}
 }
 
-func fillResult(res *Result, ps *os.ProcessState, waitErr error) {
-	if ps == nil {
-		code := -1
-		res.ExitCode = &code
-		return
+// liveMembers lists the processes of group pgid that are not zombies.
+func liveMembers(pgid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return []int{pgid} // unknown: assume the leader
 	}
-	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok && ru != nil {
-		res.PeakRSS = ru.Maxrss * 1024
+	group := strconv.Itoa(pgid)
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		s, err := readProc(pid, "stat")
+		if err != nil {
+			continue
+		}
+		// After the command: state, ppid, pgrp.
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 2 && f[0] != "Z" && f[2] == group {
+			out = append(out, pid)
+		}
 	}
-	ws, ok := ps.Sys().(syscall.WaitStatus)
-	if ok && ws.Signaled() {
-		res.Signal = SignalName(ws.Signal())
-		return
-	}
-	code := ps.ExitCode()
-	res.ExitCode = &code
-	_ = waitErr
+	return out
 }
 
 // SignalName is the short name of a signal: "killed", "terminated", ...
@@ -204,11 +460,10 @@ func SignalName(s syscall.Signal) string { return s.String() }
 // boot (field 22 of /proc/PID/stat): with the pid, it names one process
 // even after the pid is reused.
 func ProcessStart(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	s, err := readProc(pid, "stat")
 	if err != nil {
 		return 0, err
 	}
-	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
 		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
@@ -222,6 +477,34 @@ func ProcessStart(pid int) (uint64, error) {
 		return 0, fmt.Errorf("process %d is a zombie", pid)
 	}
 	return strconv.ParseUint(fields[19], 10, 64)
+}
+
+// readProc reads /proc/PID/NAME with plain system calls (open, read, close),
+// cheaper than os.ReadFile for these small files.
+func readProc(pid int, name string) (string, error) {
+	path := "/proc/" + strconv.Itoa(pid) + "/" + name
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return "", &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	buf := make([]byte, 0, 512)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return string(buf), nil
+		}
+		buf = buf[:len(buf)+n]
+	}
 }
 
 // Alive reports whether pid is still the wrapper of the attempt logging to
@@ -241,7 +524,13 @@ func Alive(pid int, logPath string) bool {
 }
 
 func isWrapperOf(cmdline []byte, logPath string) bool {
-	return strings.HasPrefix(string(cmdline), "/bin/sh\x00-c\x00"+wrapper+"\x00"+logPath+"\x00")
+	s := string(cmdline)
+	for _, script := range [...]string{argvWrapper, shellWrapper} {
+		if strings.HasPrefix(s, "/bin/sh\x00-c\x00"+script+"\x00/bin/sh\x00"+logPath+"\x00") {
+			return true
+		}
+	}
+	return strings.HasPrefix(s, "/bin/sh\x00-c\x00"+legacyWrapper+"\x00"+logPath+"\x00")
 }
 
 // FindWrapper returns the pid of the live wrapper of the attempt logging to
@@ -264,31 +553,54 @@ func FindWrapper(logPath string) int {
 	return 0
 }
 
-// ReadStatus reads the exit status the wrapper appended to an attempt's log;
-// ok is false when there is none (the wrapper was killed, or still runs).
+// statusTail is how much of the end of a log is searched for its status.
+const statusTail = 64 << 10
+
+// ReadStatus reads the exit status the wrapper appended to an attempt's log,
+// for attempts started without a nonce (by older rewinds); ok is false when
+// there is none (the wrapper was killed, or still runs). A task can forge
+// this line: use ReadStatusNonce for attempts with a nonce.
 func ReadStatus(logPath string) (code int, ok bool) {
+	return readStatus(logPath, "")
+}
+
+// ReadStatusNonce reads the exit status the wrapper of the attempt with the
+// given nonce appended to its log: the last status line carrying that nonce
+// in the log's last 64 KiB. A line without it (printed by the task, or by
+// another attempt) is ignored. nonce "" (an attempt of an older rewind)
+// reads as ReadStatus.
+func ReadStatusNonce(logPath, nonce string) (code int, ok bool) {
+	if nonce != "" && !validNonce(nonce) {
+		return 0, false
+	}
+	return readStatus(logPath, nonce)
+}
+
+func readStatus(logPath, nonce string) (code int, ok bool) {
 	f, err := os.Open(logPath)
 	if err != nil {
 		return 0, false
 	}
 	defer f.Close()
-	const tail = 64 << 10
 	st, err := f.Stat()
 	if err != nil {
 		return 0, false
 	}
-	off := max(0, st.Size()-tail)
+	off := max(0, st.Size()-statusTail)
 	buf := make([]byte, st.Size()-off)
 	if _, err := f.ReadAt(buf, off); err != nil {
 		return 0, false
 	}
-	i := strings.LastIndex(string(buf), "\n"+statusMarker)
+	marker := "\n" + statusMarker
+	if nonce != "" {
+		marker += nonce + " "
+	}
+	i := strings.LastIndex(string(buf), marker)
 	if i < 0 {
 		return 0, false
 	}
-	rest := string(buf[i+1+len(statusMarker):])
-	digits, _, found := strings.Cut(rest, "\n")
-	if !found {
+	digits, _, found := strings.Cut(string(buf[i+len(marker):]), "\n")
+	if !found || digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
 		return 0, false
 	}
 	code, err = strconv.Atoi(digits)
@@ -296,8 +608,9 @@ func ReadStatus(logPath string) (code int, ok bool) {
 }
 
 // Adopt waits for an attempt started by an earlier rewind that died: it polls
-// until the wrapper is gone, then reads the status it wrote. ok is false when
-// no status was written (the attempt is lost).
+// until the wrapper is gone, then reads the status it wrote (without a
+// nonce). ok is false when no status was written (the attempt is lost).
+// AdoptWait supersedes it.
 func Adopt(ctx context.Context, pid int, logPath string) (code int, ok bool, err error) {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -315,9 +628,27 @@ func Adopt(ctx context.Context, pid int, logPath string) (code int, ok bool, err
 // memoryPoll is how often the watchdog samples an attempt's memory.
 const memoryPoll = 100 * time.Millisecond
 
+// peakRSS is the largest sample of the watchdog.
+type peakRSS struct {
+	mu sync.Mutex
+	n  int64
+}
+
+func (p *peakRSS) add(n int64) {
+	p.mu.Lock()
+	p.n = max(p.n, n)
+	p.mu.Unlock()
+}
+
+func (p *peakRSS) get() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
+}
+
 // watchMemory samples the resident memory of the process tree under pid
 // until stop is closed; it sends the sample that goes over limit.
-func watchMemory(pid int, limit int64, stop <-chan struct{}) <-chan int64 {
+func watchMemory(pid int, limit int64, peak *peakRSS, stop <-chan struct{}) <-chan int64 {
 	over := make(chan int64, 1)
 	go func() {
 		t := time.NewTicker(memoryPoll)
@@ -327,7 +658,9 @@ func watchMemory(pid int, limit int64, stop <-chan struct{}) <-chan int64 {
 			case <-stop:
 				return
 			case <-t.C:
-				if rss := treeRSS(pid); rss > limit {
+				rss := treeRSS(pid)
+				peak.add(rss)
+				if rss > limit {
 					over <- rss
 					return
 				}
@@ -344,11 +677,11 @@ var pageSize = int64(os.Getpagesize())
 func treeRSS(pid int) int64 {
 	var total int64
 	for _, p := range tree(pid) {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/statm")
+		s, err := readProc(p, "statm")
 		if err != nil {
 			continue
 		}
-		f := strings.Fields(string(b))
+		f := strings.Fields(s)
 		if len(f) < 2 {
 			continue
 		}

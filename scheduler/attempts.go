@@ -156,7 +156,7 @@ func attemptOutcome(c completion, task *dsl.Task, failures int, escalateTo strin
 	case res.Interrupted:
 		p.State, p.TaskState = store.AttemptInterrupted, store.TaskScheduled
 		return p
-	case c.adopted && c.noStatus:
+	case c.adopted && (c.noStatus || res.NoStatus):
 		p.State, p.TaskState = store.AttemptLost, store.TaskScheduled
 		return p
 	}
@@ -250,7 +250,7 @@ func (e *engine) spec(n *tiNode, att store.Attempt) (executor.Spec, error) {
 	}
 	return executor.Spec{
 		Argv: argv, Env: env, Dir: cmd.Dir, LogPath: att.LogPath, MemoryLimit: memory,
-		Timeout: n.task.Timeout, Grace: e.o.Grace,
+		Timeout: n.task.Timeout, Grace: e.o.Grace, Nonce: att.Nonce,
 	}, nil
 }
 

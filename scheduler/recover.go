@@ -121,7 +121,7 @@ func (e *engine) takeOver(ctx context.Context, a store.RunningAttempt, inScope b
 	}
 	c := completion{attempt: a.Attempt, adopted: true, noStatus: true}
 	if local {
-		if code, ok := readStatus(a.LogPath, a.Nonce); ok {
+		if code, ok := executor.ReadStatusNonce(a.LogPath, a.Nonce); ok {
 			c.res, c.noStatus = executor.Result{ExitCode: &code}, false
 		}
 	}
@@ -148,7 +148,7 @@ func (e *engine) takeOver(ctx context.Context, a store.RunningAttempt, inScope b
 func (e *engine) adopt(ctx context.Context, a store.RunningAttempt, pid int) {
 	n := e.cache.byTI[a.TaskInstanceID]
 	e.log.Info("adopting attempt of a previous rewind", "pipeline", a.Pipeline, "task", a.Task, "try", a.TryNumber, "pid", pid)
-	spec := adoptSpec{
+	spec := executor.AdoptSpec{
 		PID: pid, PIDStart: a.PIDStart, LogPath: a.LogPath, Nonce: a.Nonce,
 		StartedAt: a.StartedAt, Grace: e.o.Grace,
 	}
@@ -162,34 +162,6 @@ func (e *engine) adopt(ctx context.Context, a store.RunningAttempt, pid int) {
 	e.supervise(a.Pool)
 	att := a.Attempt
 	e.wg.Go(func() {
-		res, noStatus := adoptWait(ctx, spec)
-		e.events <- completion{attempt: att, adopted: true, res: res, noStatus: noStatus}
+		e.events <- completion{attempt: att, adopted: true, res: executor.AdoptWait(ctx, spec)}
 	})
-}
-
-// adoptSpec is what adopting an attempt needs.
-type adoptSpec struct {
-	PID         int
-	PIDStart    uint64
-	LogPath     string
-	Nonce       string
-	StartedAt   time.Time
-	Timeout     time.Duration
-	MemoryLimit int64
-	Grace       time.Duration
-}
-
-func adoptWait(ctx context.Context, s adoptSpec) (executor.Result, bool) {
-	code, ok, err := executor.Adopt(ctx, s.PID, s.LogPath)
-	if err != nil {
-		return executor.Result{Interrupted: true}, false
-	}
-	if !ok {
-		return executor.Result{}, true
-	}
-	return executor.Result{ExitCode: &code}, false
-}
-
-func readStatus(logPath, nonce string) (int, bool) {
-	return executor.ReadStatus(logPath)
 }

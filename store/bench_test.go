@@ -5,6 +5,7 @@ package store_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -177,5 +178,37 @@ func BenchmarkMaterialize87600HourlyRunsRowByRow(b *testing.B) {
 		}
 		db.Close()
 		b.StartTimer()
+	}
+}
+
+// BenchmarkTaskDurationsOf10000Pipelines is one pipeline's TaskDurations in
+// a state of 10,000 pipelines (3 runs of 2 tasks each): what `rewind run`
+// pays per pipeline to find slow dates. It must not grow with the state.
+func BenchmarkTaskDurationsOf10000Pipelines(b *testing.B) {
+	ctx := context.Background()
+	path := filepath.Join(b.TempDir(), "state.db")
+	seedPipelines(b, path, 10000)
+	st := openSQLite(b, path)
+	defer st.Close()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := st.TaskDurations(ctx, store.TaskDurationsParams{Pipeline: fmt.Sprintf("p%05d", i%10000), Limit: 20}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEpoch is the engine's poll of the state: one primary-key read.
+func BenchmarkEpoch(b *testing.B) {
+	ctx := context.Background()
+	st := openSQLite(b, filepath.Join(b.TempDir(), "state.db"))
+	defer st.Close()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := st.Epoch(ctx); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -15,8 +15,10 @@ const DefaultDSN = "sqlite:.rewind/state.db"
 // EnvState is the environment variable that names the state when --state is not given.
 const EnvState = "REWIND_STATE"
 
-// ErrPostgresUnavailable is returned by Open for a postgres:// DSN.
-var ErrPostgresUnavailable = errors.New("postgres state is not built into this binary yet")
+// ErrPostgresUnavailable is wrapped by the error of Open when the PostgreSQL
+// server of a postgres:// DSN cannot be reached (together with the driver's
+// error).
+var ErrPostgresUnavailable = errors.New("postgres state is unavailable")
 
 // DSNFromEnv returns the state DSN to use: flag if it is set, else
 // $REWIND_STATE, else DefaultDSN.
@@ -38,7 +40,11 @@ func DSNFromEnv(flag string) string {
 //	postgres://...        PostgreSQL (postgresql:// too)
 func Open(ctx context.Context, dsn string) (Store, error) {
 	if IsPostgres(dsn) {
-		return nil, fmt.Errorf("store: open %s: %w", redact(dsn), ErrPostgresUnavailable)
+		s, err := openPostgres(ctx, dsn)
+		if err != nil {
+			return nil, fmt.Errorf("store: open %s: %w", redact(dsn), err)
+		}
+		return s, nil
 	}
 	path, _ := SQLitePath(dsn)
 	s, err := openSQLite(ctx, path)

@@ -6,14 +6,11 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +33,9 @@ type sqliteStore struct {
 	// tx is set on the Store that InTx hands to its function: every
 	// operation then runs inside that transaction, under a savepoint.
 	tx *sql.Tx
+	// fence is set on the Store that Fenced returns: every write
+	// transaction checks it first (sqlite_fence.go).
+	fence *fence
 }
 
 var _ Store = (*sqliteStore)(nil)
@@ -54,7 +54,23 @@ func openSQLite(ctx context.Context, path string) (*sqliteStore, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return nil, fmt.Errorf("store: sqlite %s: create directory: %w", path, err)
 	}
-	uri := "file:" + (&url.URL{Path: abs}).EscapedPath()
+	// A file at the path must be a rewind state; a new one is created under
+	// a temporary name and linked into place (sqlite_open.go).
+	if err := ensureStateFile(ctx, path, abs); err != nil {
+		return nil, err
+	}
+	return connectSQLite(ctx, path, abs)
+}
+
+// sqliteURI is the file: URI of an absolute path.
+func sqliteURI(abs string) string {
+	return "file:" + (&url.URL{Path: abs}).EscapedPath()
+}
+
+// connectSQLite opens the writer and reader pools on the file at abs and
+// brings its schema up to date.
+func connectSQLite(ctx context.Context, path, abs string) (*sqliteStore, error) {
+	uri := sqliteURI(abs)
 
 	w, err := sql.Open("sqlite3", uri+"?"+sqliteParams+"&_txlock=immediate&_cache_size=-32768")
 	if err != nil {
@@ -132,93 +148,6 @@ type migration struct {
 	sql     string
 }
 
-func loadMigrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFS, "migrations")
-	if err != nil {
-		return nil, fmt.Errorf("store: read migrations: %w", err)
-	}
-	var ms []migration
-	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || !strings.HasSuffix(name, ".sql") {
-			continue
-		}
-		num, _, ok := strings.Cut(name, "_")
-		if !ok {
-			return nil, fmt.Errorf("store: migration %s: name is not NNNN_name.sql", name)
-		}
-		v, err := strconv.Atoi(num)
-		if err != nil || v <= 0 {
-			return nil, fmt.Errorf("store: migration %s: bad version %q", name, num)
-		}
-		body, err := fs.ReadFile(migrationFS, "migrations/"+name)
-		if err != nil {
-			return nil, fmt.Errorf("store: migration %s: %w", name, err)
-		}
-		ms = append(ms, migration{version: v, name: strings.TrimSuffix(name, ".sql"), sql: string(body)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i := 1; i < len(ms); i++ {
-		if ms[i].version == ms[i-1].version {
-			return nil, fmt.Errorf("store: migrations %s and %s share version %d", ms[i-1].name, ms[i].name, ms[i].version)
-		}
-	}
-	return ms, nil
-}
-
-// migrate applies the embedded migrations that the file has not seen yet,
-// each in its own transaction together with its schema_migrations row.
-// Concurrent openers serialize on the write lock and skip what the other
-// one applied.
-func (s *sqliteStore) migrate(ctx context.Context) error {
-	ms, err := loadMigrations()
-	if err != nil {
-		return err
-	}
-	if _, err := s.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version    INTEGER PRIMARY KEY,
-		name       TEXT    NOT NULL,
-		applied_at INTEGER NOT NULL
-	) STRICT`); err != nil {
-		return fmt.Errorf("store: sqlite %s: create schema_migrations: %w", s.path, err)
-	}
-	var newest sql.NullInt64
-	if err := s.w.QueryRowContext(ctx, "SELECT MAX(version) FROM schema_migrations").Scan(&newest); err != nil {
-		return fmt.Errorf("store: sqlite %s: read schema version: %w", s.path, err)
-	}
-	if known := ms[len(ms)-1].version; newest.Valid && int(newest.Int64) > known {
-		return fmt.Errorf("store: sqlite %s: schema version %d is newer than this rewind knows (%d): upgrade rewind", s.path, newest.Int64, known)
-	}
-	for _, m := range ms {
-		if err := s.applyMigration(ctx, m); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (s *sqliteStore) applyMigration(ctx context.Context, m migration) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
-		var one int
-		err := tx.QueryRowContext(ctx, "SELECT 1 FROM schema_migrations WHERE version = ?", m.version).Scan(&one)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("store: migration %s: %w", m.name, err)
-		}
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-			return fmt.Errorf("store: migration %s: %w", m.name, err)
-		}
-		if _, err := tx.ExecContext(ctx,
-			"INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-			m.version, m.name, time.Now().UnixNano()); err != nil {
-			return fmt.Errorf("store: migration %s: record: %w", m.name, err)
-		}
-		return nil
-	})
-}
-
 // Close closes both connection pools.
 func (s *sqliteStore) Close() error {
 	return errors.Join(s.w.Close(), s.r.Close())
@@ -233,7 +162,11 @@ func (s *sqliteStore) write(ctx context.Context, fn func(tx *sql.Tx) error) erro
 		if _, err := s.tx.ExecContext(ctx, "SAVEPOINT op"); err != nil {
 			return fmt.Errorf("store: savepoint: %w", err)
 		}
-		if err := fn(s.tx); err != nil {
+		err := s.checkFence(ctx, s.tx)
+		if err == nil {
+			err = fn(s.tx)
+		}
+		if err != nil {
 			_, _ = s.tx.ExecContext(ctx, "ROLLBACK TO op")
 			_, _ = s.tx.ExecContext(ctx, "RELEASE op")
 			return err
@@ -247,7 +180,11 @@ func (s *sqliteStore) write(ctx context.Context, fn func(tx *sql.Tx) error) erro
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
-	if err := fn(tx); err != nil {
+	err = s.checkFence(ctx, tx)
+	if err == nil {
+		err = fn(tx)
+	}
+	if err != nil {
 		_ = tx.Rollback()
 		return err
 	}
@@ -281,6 +218,10 @@ func (s *sqliteStore) InTx(ctx context.Context, fn func(Store) error) error {
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
+	if err := s.checkFence(ctx, tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
 	inner := *s
 	inner.tx = tx
 	if err := fn(&inner); err != nil {
@@ -305,12 +246,6 @@ func missingOr(ctx context.Context, tx *sql.Tx, table string, id int64) error {
 		return err
 	}
 	return ErrConflict
-}
-
-// isConstraint reports whether err is a SQLite constraint violation.
-func isConstraint(err error) bool {
-	var se sqlite3.Error
-	return errors.As(err, &se) && se.Code == sqlite3.ErrConstraint
 }
 
 // Time encoding.
@@ -383,15 +318,6 @@ type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// wq is where a single-statement write goes: the enclosing transaction, or
-// the writer connection.
-func (s *sqliteStore) wq() querier {
-	if s.tx != nil {
-		return s.tx
-	}
-	return s.w
 }
 
 // rq is where a single-statement read goes: the enclosing transaction, or

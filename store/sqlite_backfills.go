@@ -8,25 +8,29 @@ import (
 	"strings"
 )
 
+// SetWatermark sets (or, for a zero date, removes) a pipeline's watermark
+// and bumps the epoch, in one transaction: an operator's command.
 func (s *sqliteStore) SetWatermark(ctx context.Context, p SetWatermarkParams) error {
-	if p.LogicalDate.IsZero() {
-		_, err := s.wq().ExecContext(ctx, "DELETE FROM watermarks WHERE pipeline = ?", p.Pipeline)
-		if err != nil {
-			return fmt.Errorf("store: reset watermark %s: %w", p.Pipeline, err)
+	return s.write(ctx, func(tx *sql.Tx) error {
+		if p.LogicalDate.IsZero() {
+			if _, err := tx.ExecContext(ctx, "DELETE FROM watermarks WHERE pipeline = ?", p.Pipeline); err != nil {
+				return fmt.Errorf("store: reset watermark %s: %w", p.Pipeline, err)
+			}
+		} else if _, err := tx.ExecContext(ctx, `
+			INSERT INTO watermarks (pipeline, logical_date, logical_unix, updated_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (pipeline) DO UPDATE SET logical_date = excluded.logical_date,
+				logical_unix = excluded.logical_unix, updated_at = excluded.updated_at`,
+			p.Pipeline, formatDate(p.LogicalDate), nanos(p.LogicalDate), nullNanos(p.Now)); err != nil {
+			return fmt.Errorf("store: set watermark %s: %w", p.Pipeline, err)
+		}
+		if err := bumpEpoch(ctx, tx); err != nil {
+			return fmt.Errorf("store: set watermark %s: %w", p.Pipeline, err)
 		}
 		return nil
-	}
-	_, err := s.wq().ExecContext(ctx, `
-		INSERT INTO watermarks (pipeline, logical_date, logical_unix, updated_at) VALUES (?, ?, ?, ?)
-		ON CONFLICT (pipeline) DO UPDATE SET logical_date = excluded.logical_date,
-			logical_unix = excluded.logical_unix, updated_at = excluded.updated_at`,
-		p.Pipeline, formatDate(p.LogicalDate), nanos(p.LogicalDate), nullNanos(p.Now))
-	if err != nil {
-		return fmt.Errorf("store: set watermark %s: %w", p.Pipeline, err)
-	}
-	return nil
+	})
 }
 
+// CreateBackfill inserts a backfill row; its id is unique (ErrConflict).
 func (s *sqliteStore) CreateBackfill(ctx context.Context, b Backfill) error {
 	switch b.Reprocess {
 	case "none", "failed", "completed":
@@ -36,19 +40,24 @@ func (s *sqliteStore) CreateBackfill(ctx context.Context, b Backfill) error {
 	if b.State == "" {
 		b.State = BackfillRunning
 	}
-	_, err := s.wq().ExecContext(ctx, `
-		INSERT INTO backfills (id, pipeline, from_date, to_date, reprocess, reverse, max_active_runs,
-		                       state, phase, detail, paused, plan, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		b.ID, b.Pipeline, formatDate(b.From), formatDate(b.To), b.Reprocess, b.Reverse, b.MaxActiveRuns,
-		string(b.State), b.Phase, b.Detail, strings.Join(b.Paused, ","), b.Plan, nullNanos(b.CreatedAt), nullNanos(b.CreatedAt))
-	if isConstraint(err) {
-		return fmt.Errorf("store: backfill %s exists: %w", b.ID, ErrConflict)
-	}
-	if err != nil {
-		return fmt.Errorf("store: create backfill %s: %w", b.ID, err)
-	}
-	return nil
+	return s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `
+			INSERT INTO backfills (id, pipeline, from_date, to_date, reprocess, reverse, max_active_runs,
+			                       state, phase, detail, paused, plan, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO NOTHING`,
+			b.ID, b.Pipeline, formatDate(b.From), formatDate(b.To), b.Reprocess, b.Reverse, b.MaxActiveRuns,
+			string(b.State), b.Phase, b.Detail, strings.Join(b.Paused, ","), b.Plan, nullNanos(b.CreatedAt), nullNanos(b.CreatedAt))
+		if err != nil {
+			return fmt.Errorf("store: create backfill %s: %w", b.ID, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("store: create backfill %s: %w", b.ID, err)
+		} else if n == 0 {
+			return fmt.Errorf("store: backfill %s exists: %w", b.ID, ErrConflict)
+		}
+		return nil
+	})
 }
 
 const backfillColumns = `id, pipeline, from_date, to_date, reprocess, reverse, max_active_runs, state, phase,
@@ -80,6 +89,7 @@ func scanBackfill(row interface{ Scan(...any) error }) (Backfill, error) {
 	return b, nil
 }
 
+// GetBackfill returns one backfill, or ErrNotFound.
 func (s *sqliteStore) GetBackfill(ctx context.Context, id string) (Backfill, error) {
 	b, err := scanBackfill(s.rq().QueryRowContext(ctx, "SELECT "+backfillColumns+" FROM backfills WHERE id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -91,6 +101,7 @@ func (s *sqliteStore) GetBackfill(ctx context.Context, id string) (Backfill, err
 	return b, nil
 }
 
+// ListBackfills returns every backfill, newest first.
 func (s *sqliteStore) ListBackfills(ctx context.Context) ([]Backfill, error) {
 	rows, err := s.rq().QueryContext(ctx, "SELECT "+backfillColumns+" FROM backfills ORDER BY created_at DESC, id DESC")
 	if err != nil {
@@ -108,6 +119,8 @@ func (s *sqliteStore) ListBackfills(ctx context.Context) ([]Backfill, error) {
 	return out, rows.Err()
 }
 
+// UpdateBackfill changes the given fields of a backfill and bumps the epoch,
+// in one transaction (ErrNotFound for an unknown backfill).
 func (s *sqliteStore) UpdateBackfill(ctx context.Context, p UpdateBackfillParams) error {
 	sets := []string{"updated_at = ?"}
 	args := []any{nullNanos(p.Now)}
@@ -123,16 +136,26 @@ func (s *sqliteStore) UpdateBackfill(ctx context.Context, p UpdateBackfillParams
 	if p.Paused != nil {
 		sets, args = append(sets, "paused = ?"), append(args, strings.Join(p.Paused, ","))
 	}
-	res, err := s.wq().ExecContext(ctx, "UPDATE backfills SET "+strings.Join(sets, ", ")+" WHERE id = ?", append(args, p.ID)...)
-	if err != nil {
-		return fmt.Errorf("store: update backfill %s: %w", p.ID, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("store: backfill %s: %w", p.ID, ErrNotFound)
-	}
-	return nil
+	return s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "UPDATE backfills SET "+strings.Join(sets, ", ")+" WHERE id = ?", append(args, p.ID)...)
+		if err != nil {
+			return fmt.Errorf("store: update backfill %s: %w", p.ID, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("store: update backfill %s: %w", p.ID, err)
+		} else if n == 0 {
+			return fmt.Errorf("store: backfill %s: %w", p.ID, ErrNotFound)
+		}
+		if err := bumpEpoch(ctx, tx); err != nil {
+			return fmt.Errorf("store: update backfill %s: %w", p.ID, err)
+		}
+		return nil
+	})
 }
 
+// ReprocessRuns hands a window's runs in the given states to a backfill and
+// resets their task instances that are not running (queued ones included:
+// they have no process), bumping the epoch, in one transaction.
 func (s *sqliteStore) ReprocessRuns(ctx context.Context, p ReprocessRunsParams) (int, error) {
 	if len(p.States) == 0 {
 		return 0, nil
@@ -150,17 +173,26 @@ func (s *sqliteStore) ReprocessRuns(ctx context.Context, p ReprocessRunsParams) 
 		if err != nil {
 			return fmt.Errorf("store: reprocess runs of %s: %w", p.Pipeline, err)
 		}
-		c, _ := res.RowsAffected()
+		c, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("store: reprocess runs of %s: %w", p.Pipeline, err)
+		}
 		n = int(c)
 		if _, err := tx.ExecContext(ctx, `
 			UPDATE task_instances SET state = 'scheduled', failures = 0, next_try_at = NULL, updated_at = ?
-			WHERE state NOT IN ('queued', 'running') AND run_id IN (
+			WHERE state <> 'running' AND run_id IN (
 				SELECT id FROM runs WHERE pipeline = ? AND backfill_id = ? AND state = 'queued'
 				AND logical_unix BETWEEN ? AND ?)`,
 			nullNanos(p.Now), p.Pipeline, p.BackfillID, nanos(p.From), nanos(p.To)); err != nil {
 			return fmt.Errorf("store: reprocess task instances of %s: %w", p.Pipeline, err)
 		}
+		if err := bumpEpoch(ctx, tx); err != nil {
+			return fmt.Errorf("store: reprocess runs of %s: %w", p.Pipeline, err)
+		}
 		return nil
 	})
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }

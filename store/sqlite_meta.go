@@ -5,62 +5,81 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Pipelines.
 
+const pipelineColumns = "name, hash, paused, updated_at, catchup_through"
+
 func scanPipeline(row interface{ Scan(...any) error }) (Pipeline, error) {
 	var (
-		p       Pipeline
-		updated sql.NullInt64
+		p                Pipeline
+		updated, through sql.NullInt64
 	)
-	if err := row.Scan(&p.Name, &p.Hash, &p.Paused, &updated); err != nil {
+	if err := row.Scan(&p.Name, &p.Hash, &p.Paused, &updated, &through); err != nil {
 		return Pipeline{}, err
 	}
-	p.UpdatedAt = fromNanos(updated)
+	p.UpdatedAt, p.CatchupThrough = fromNanos(updated), fromNanos(through)
 	return p, nil
 }
 
 // UpsertPipeline records a pipeline and the hash of its definition.
-// UpdatedAt moves only when the hash changes (or the pause flag does).
+// UpdatedAt moves only when the hash changes (or the pause flag does); a
+// changed hash also resets catchup_through, since the timetable may have
+// changed with it.
 func (s *sqliteStore) UpsertPipeline(ctx context.Context, p UpsertPipelineParams) (Pipeline, error) {
 	if p.Name == "" {
 		return Pipeline{}, errors.New("store: upsert pipeline: empty name")
 	}
-	row := s.wq().QueryRowContext(ctx, `
-		INSERT INTO pipelines (name, hash, paused, updated_at) VALUES (?, ?, 0, ?)
-		ON CONFLICT (name) DO UPDATE SET
-			hash       = excluded.hash,
-			updated_at = CASE WHEN pipelines.hash = excluded.hash THEN pipelines.updated_at ELSE excluded.updated_at END
-		RETURNING name, hash, paused, updated_at`,
-		p.Name, p.Hash, nullNanos(p.Now))
-	pl, err := scanPipeline(row)
+	var pl Pipeline
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		pl, err = scanPipeline(tx.QueryRowContext(ctx, `
+			INSERT INTO pipelines (name, hash, paused, updated_at) VALUES (?, ?, 0, ?)
+			ON CONFLICT (name) DO UPDATE SET
+				hash            = excluded.hash,
+				updated_at      = CASE WHEN pipelines.hash = excluded.hash THEN pipelines.updated_at ELSE excluded.updated_at END,
+				catchup_through = CASE WHEN pipelines.hash = excluded.hash THEN pipelines.catchup_through END
+			RETURNING `+pipelineColumns,
+			p.Name, p.Hash, nullNanos(p.Now)))
+		if err != nil {
+			return fmt.Errorf("store: upsert pipeline %s: %w", p.Name, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return Pipeline{}, fmt.Errorf("store: upsert pipeline %s: %w", p.Name, err)
+		return Pipeline{}, err
 	}
 	return pl, nil
 }
 
-// SetPaused sets a pipeline's pause flag.
+// SetPaused sets a pipeline's pause flag and bumps the epoch, in one
+// transaction.
 func (s *sqliteStore) SetPaused(ctx context.Context, p SetPausedParams) error {
-	res, err := s.wq().ExecContext(ctx,
-		"UPDATE pipelines SET paused = ?, updated_at = ? WHERE name = ?",
-		p.Paused, nullNanos(p.Now), p.Name)
-	if err != nil {
-		return fmt.Errorf("store: set paused %s: %w", p.Name, err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("store: set paused %s: %w", p.Name, err)
-	} else if n == 0 {
-		return fmt.Errorf("store: set paused: pipeline %s: %w", p.Name, ErrNotFound)
-	}
-	return nil
+	return s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			"UPDATE pipelines SET paused = ?, updated_at = ? WHERE name = ?",
+			p.Paused, nullNanos(p.Now), p.Name)
+		if err != nil {
+			return fmt.Errorf("store: set paused %s: %w", p.Name, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("store: set paused %s: %w", p.Name, err)
+		} else if n == 0 {
+			return fmt.Errorf("store: set paused: pipeline %s: %w", p.Name, ErrNotFound)
+		}
+		if err := bumpEpoch(ctx, tx); err != nil {
+			return fmt.Errorf("store: set paused %s: %w", p.Name, err)
+		}
+		return nil
+	})
 }
 
 // GetPipeline returns one pipeline, or ErrNotFound.
 func (s *sqliteStore) GetPipeline(ctx context.Context, name string) (Pipeline, error) {
 	pl, err := scanPipeline(s.rq().QueryRowContext(ctx,
-		"SELECT name, hash, paused, updated_at FROM pipelines WHERE name = ?", name))
+		"SELECT "+pipelineColumns+" FROM pipelines WHERE name = ?", name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Pipeline{}, fmt.Errorf("store: pipeline %s: %w", name, ErrNotFound)
 	}
@@ -72,7 +91,7 @@ func (s *sqliteStore) GetPipeline(ctx context.Context, name string) (Pipeline, e
 
 // ListPipelines returns every pipeline, ordered by name.
 func (s *sqliteStore) ListPipelines(ctx context.Context) ([]Pipeline, error) {
-	rows, err := s.rq().QueryContext(ctx, "SELECT name, hash, paused, updated_at FROM pipelines ORDER BY name")
+	rows, err := s.rq().QueryContext(ctx, "SELECT "+pipelineColumns+" FROM pipelines ORDER BY name")
 	if err != nil {
 		return nil, fmt.Errorf("store: list pipelines: %w", err)
 	}
@@ -182,9 +201,10 @@ func (s *sqliteStore) GetWatermark(ctx context.Context, pipeline string) (Waterm
 // Leases.
 
 // AcquireLease takes the lease in one statement: the insert succeeds when no
-// lease row exists, and the conflict update applies only when the current
-// lease has expired, is the caller's own, or belongs to p.Stale. The row is
-// then read back in the same transaction.
+// lease row exists (generation 1), and the conflict update applies only when
+// the current lease has expired (or was released), is the caller's own, or
+// belongs to p.Stale; it moves the generation on when the holder changes.
+// The row is then read back in the same transaction.
 func (s *sqliteStore) AcquireLease(ctx context.Context, p AcquireLeaseParams) (Lease, bool, error) {
 	if p.Name == "" || p.Holder == "" {
 		return Lease{}, false, errors.New("store: acquire lease: name and holder are required")
@@ -193,13 +213,15 @@ func (s *sqliteStore) AcquireLease(ctx context.Context, p AcquireLeaseParams) (L
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		now := nanos(p.Now)
 		if _, err := tx.ExecContext(ctx, `
-			INSERT INTO leases (name, holder, host, pid, pid_start, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+			INSERT INTO leases (name, holder, host, pid, pid_start, expires_at, generation) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1)
 			ON CONFLICT (name) DO UPDATE SET
 				holder     = excluded.holder,
 				host       = excluded.host,
 				pid        = excluded.pid,
 				pid_start  = excluded.pid_start,
-				expires_at = excluded.expires_at
+				expires_at = excluded.expires_at,
+				generation = CASE WHEN leases.holder = excluded.holder
+				                  THEN leases.generation ELSE leases.generation + 1 END
 			WHERE leases.expires_at <= ?7
 			   OR leases.holder = excluded.holder
 			   OR (?8 <> '' AND leases.holder = ?8)`,
@@ -223,8 +245,8 @@ func getLease(ctx context.Context, tx *sql.Tx, name string) (Lease, error) {
 		expires  sql.NullInt64
 	)
 	err := tx.QueryRowContext(ctx,
-		"SELECT name, holder, host, pid, pid_start, expires_at FROM leases WHERE name = ?", name).
-		Scan(&l.Name, &l.Holder, &l.Host, &l.PID, &pidStart, &expires)
+		"SELECT name, holder, host, pid, pid_start, expires_at, generation FROM leases WHERE name = ?", name).
+		Scan(&l.Name, &l.Holder, &l.Host, &l.PID, &pidStart, &expires, &l.Generation)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Lease{}, fmt.Errorf("store: lease %s: %w", name, ErrNotFound)
 	}
@@ -236,28 +258,43 @@ func getLease(ctx context.Context, tx *sql.Tx, name string) (Lease, error) {
 	return l, nil
 }
 
-// RenewLease extends the lease if Holder still holds it.
+// RenewLease extends the lease if Holder still holds it (the generation
+// stays).
 func (s *sqliteStore) RenewLease(ctx context.Context, p RenewLeaseParams) error {
-	res, err := s.wq().ExecContext(ctx,
-		"UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ?",
-		nanos(p.Now.Add(p.TTL)), p.Name, p.Holder)
-	if err != nil {
-		return fmt.Errorf("store: renew lease %s: %w", p.Name, err)
+	if p.Holder == "" {
+		return fmt.Errorf("store: renew lease %s: empty holder", p.Name)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("store: renew lease %s: %w", p.Name, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("store: renew lease %s: not held by %s: %w", p.Name, p.Holder, ErrConflict)
-	}
-	return nil
+	return s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			"UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ?",
+			nanos(p.Now.Add(p.TTL)), p.Name, p.Holder)
+		if err != nil {
+			return fmt.Errorf("store: renew lease %s: %w", p.Name, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("store: renew lease %s: %w", p.Name, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("store: renew lease %s: not held by %s: %w", p.Name, p.Holder, ErrConflict)
+		}
+		return nil
+	})
 }
 
-// ReleaseLease gives the lease up if Holder holds it; otherwise it does nothing.
+// ReleaseLease gives the lease up if Holder holds it; otherwise it does
+// nothing. The row stays, without a holder and expired, so that the
+// generation keeps growing with the next holder.
 func (s *sqliteStore) ReleaseLease(ctx context.Context, p ReleaseLeaseParams) error {
-	if _, err := s.wq().ExecContext(ctx, "DELETE FROM leases WHERE name = ? AND holder = ?", p.Name, p.Holder); err != nil {
-		return fmt.Errorf("store: release lease %s: %w", p.Name, err)
+	if p.Holder == "" {
+		return nil
 	}
-	return nil
+	return s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `
+			UPDATE leases SET holder = '', host = '', pid = 0, pid_start = 0, expires_at = ?
+			WHERE name = ? AND holder = ?`, int64(math.MinInt64), p.Name, p.Holder); err != nil {
+			return fmt.Errorf("store: release lease %s: %w", p.Name, err)
+		}
+		return nil
+	})
 }

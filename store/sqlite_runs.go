@@ -26,7 +26,9 @@ const materializeBatch = 256
 // untouched, whatever its kind. Task instances are then inserted set-wise,
 // one statement per task, for exactly the runs this call created: the
 // transaction holds the write lock from its first statement, so those are
-// the runs whose id is above the largest id at its start.
+// the runs whose id is above the largest id at its start. A non-zero
+// Through moves the pipeline's catchup_through forward in the same
+// transaction, even when no run is new.
 func (s *sqliteStore) MaterializeRuns(ctx context.Context, p MaterializeRunsParams) (int, error) {
 	if p.Pipeline == "" {
 		return 0, errors.New("store: materialize runs: empty pipeline")
@@ -39,11 +41,36 @@ func (s *sqliteStore) MaterializeRuns(ctx context.Context, p MaterializeRunsPara
 			return 0, fmt.Errorf("store: materialize runs %s: run %q without a logical date", p.Pipeline, r.DS)
 		}
 	}
-	if len(p.Runs) == 0 {
+	if len(p.Runs) == 0 && p.Through.IsZero() {
 		return 0, nil
 	}
 	created := 0
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		if !p.Through.IsZero() {
+			through := nanos(p.Through)
+			res, err := tx.ExecContext(ctx, `
+				UPDATE pipelines SET catchup_through = ?1
+				WHERE name = ?2 AND (catchup_through IS NULL OR catchup_through < ?1)`,
+				through, p.Pipeline)
+			if err != nil {
+				return fmt.Errorf("store: materialize runs %s: catchup: %w", p.Pipeline, err)
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return fmt.Errorf("store: materialize runs %s: catchup: %w", p.Pipeline, err)
+			} else if n == 0 {
+				var one int
+				err := tx.QueryRowContext(ctx, "SELECT 1 FROM pipelines WHERE name = ?", p.Pipeline).Scan(&one)
+				if errors.Is(err, sql.ErrNoRows) {
+					return fmt.Errorf("store: materialize runs: pipeline %s: %w", p.Pipeline, ErrNotFound)
+				}
+				if err != nil {
+					return fmt.Errorf("store: materialize runs %s: catchup: %w", p.Pipeline, err)
+				}
+			}
+		}
+		if len(p.Runs) == 0 {
+			return nil
+		}
 		var before int64
 		if err := tx.QueryRowContext(ctx, "SELECT COALESCE(MAX(id), 0) FROM runs").Scan(&before); err != nil {
 			return fmt.Errorf("store: materialize runs %s: %w", p.Pipeline, err)
@@ -197,7 +224,8 @@ func scanRun(rows *sql.Rows) (Run, error) {
 	return r, nil
 }
 
-const taskColumns = `ti.id, ti.run_id, ti.task, ti.state, ti.pool, ti.try_number, ti.failures, ti.next_try_at, ti.updated_at`
+const taskColumns = `ti.id, ti.run_id, ti.task, ti.state, ti.pool, ti.try_number, ti.failures, ti.next_try_at, ti.updated_at,
+	ti.reason, ti.priority, ti.log_path`
 
 func scanTask(row interface{ Scan(...any) error }) (TaskInstance, error) {
 	var (
@@ -205,7 +233,8 @@ func scanTask(row interface{ Scan(...any) error }) (TaskInstance, error) {
 		state         string
 		next, updated sql.NullInt64
 	)
-	if err := row.Scan(&t.ID, &t.RunID, &t.Task, &state, &t.Pool, &t.TryNumber, &t.Failures, &next, &updated); err != nil {
+	if err := row.Scan(&t.ID, &t.RunID, &t.Task, &state, &t.Pool, &t.TryNumber, &t.Failures, &next, &updated,
+		&t.Reason, &t.Priority, &t.LogPath); err != nil {
 		return TaskInstance{}, err
 	}
 	t.State = TaskState(state)
@@ -214,11 +243,11 @@ func scanTask(row interface{ Scan(...any) error }) (TaskInstance, error) {
 }
 
 const attemptColumns = `a.id, a.task_instance_id, a.try_number, a.pool, a.state, a.host, a.pid, a.pid_start,
-	a.started_at, a.ended_at, a.exit_code, a.signal, a.peak_rss, a.log_path, a.reason`
+	a.started_at, a.ended_at, a.exit_code, a.signal, a.peak_rss, a.log_path, a.reason, a.owner, a.nonce`
 
 func attemptDest(a *Attempt, state *string, pidStart *int64, started, ended, exit *sql.NullInt64) []any {
 	return []any{&a.ID, &a.TaskInstanceID, &a.TryNumber, &a.Pool, state, &a.Host, &a.PID, pidStart,
-		started, ended, exit, &a.Signal, &a.PeakRSS, &a.LogPath, &a.Reason}
+		started, ended, exit, &a.Signal, &a.PeakRSS, &a.LogPath, &a.Reason, &a.Owner, &a.Nonce}
 }
 
 func finishAttemptScan(a *Attempt, state string, pidStart int64, started, ended, exit sql.NullInt64) {
@@ -355,15 +384,25 @@ func (s *sqliteStore) AdmitRun(ctx context.Context, p AdmitRunParams) error {
 	})
 }
 
-// FinishRun moves a run queued|running -> success|failed.
+// finishRunSQL finishes run ?3 as ?1 at ?2, in one guarded statement: the
+// run is queued or running, none of its task instances can still run, and
+// for success every one succeeded or was skipped.
+const finishRunSQL = `
+	UPDATE runs SET state = ?1, ended_at = ?2
+	WHERE id = ?3 AND state IN ('queued', 'running')
+	  AND NOT EXISTS (SELECT 1 FROM task_instances ti WHERE ti.run_id = runs.id
+	                  AND ti.state IN ('scheduled', 'queued', 'running', 'up_for_retry'))
+	  AND (?1 <> 'success' OR NOT EXISTS (SELECT 1 FROM task_instances ti WHERE ti.run_id = runs.id
+	                                      AND ti.state NOT IN ('success', 'skipped')))`
+
+// FinishRun moves a run queued|running -> success|failed when its task
+// instances say so (finishRunSQL); ErrConflict otherwise.
 func (s *sqliteStore) FinishRun(ctx context.Context, p FinishRunParams) error {
 	if p.State != RunSuccess && p.State != RunFailed {
 		return fmt.Errorf("store: finish run %d: state %q is not success or failed", p.RunID, p.State)
 	}
 	return s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx,
-			"UPDATE runs SET state = ?, ended_at = ? WHERE id = ? AND state IN ('queued', 'running')",
-			string(p.State), nullNanos(p.Now), p.RunID)
+		res, err := tx.ExecContext(ctx, finishRunSQL, string(p.State), nullNanos(p.Now), p.RunID)
 		if err != nil {
 			return fmt.Errorf("store: finish run %d: %w", p.RunID, err)
 		}

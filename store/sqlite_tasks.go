@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -10,7 +12,7 @@ import (
 	"time"
 )
 
-// ClaimTask moves a task instance scheduled|up_for_retry -> queued with one
+// ClaimTask moves a task instance scheduled|up_for_retry -> running with one
 // guarded UPDATE ... RETURNING (so that of any number of claimers, in this
 // process or another, exactly one wins) and inserts the attempt row in the
 // same transaction. A non-empty Pool also becomes the task instance's pool
@@ -18,16 +20,15 @@ import (
 func (s *sqliteStore) ClaimTask(ctx context.Context, p ClaimTaskParams) (Attempt, error) {
 	var a Attempt
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		now := nullNanos(p.Now)
 		var try int
 		var pool string
 		err := tx.QueryRowContext(ctx, `
 			UPDATE task_instances
-			SET state = 'queued', try_number = try_number + 1, next_try_at = NULL,
+			SET state = 'running', try_number = try_number + 1, next_try_at = NULL,
 			    pool = CASE WHEN ?1 = '' THEN pool ELSE ?1 END, updated_at = ?2
 			WHERE id = ?3 AND state IN ('scheduled', 'up_for_retry')
 			RETURNING try_number, pool`,
-			p.Pool, now, p.TaskInstanceID).Scan(&try, &pool)
+			p.Pool, nullNanos(p.Now), p.TaskInstanceID).Scan(&try, &pool)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("store: claim task instance %d: %w", p.TaskInstanceID,
 				missingOr(ctx, tx, "task_instances", p.TaskInstanceID))
@@ -35,28 +36,17 @@ func (s *sqliteStore) ClaimTask(ctx context.Context, p ClaimTaskParams) (Attempt
 		if err != nil {
 			return fmt.Errorf("store: claim task instance %d: %w", p.TaskInstanceID, err)
 		}
-		tryStr := strconv.Itoa(try)
 		a = Attempt{
-			StartedAt:      stamp(p.Now),
 			TaskInstanceID: p.TaskInstanceID,
 			TryNumber:      try,
 			Pool:           pool,
-			State:          AttemptRunning,
 			Host:           p.Host,
-			LogPath:        strings.ReplaceAll(p.LogPath, "{try}", tryStr),
+			Owner:          p.Owner,
+			LogPath:        p.LogPath,
 			Reason:         p.Reason,
 		}
-		err = tx.QueryRowContext(ctx, `
-			INSERT INTO attempts (task_instance_id, try_number, pool, state, host, pid, pid_start,
-			                      started_at, log_path, reason)
-			VALUES (?, ?, ?, 'running', ?, 0, 0, ?, ?, ?)
-			RETURNING id`,
-			a.TaskInstanceID, a.TryNumber, a.Pool, a.Host, now, a.LogPath, a.Reason).Scan(&a.ID)
-		if isConstraint(err) {
-			return fmt.Errorf("store: claim task instance %d: attempt %d exists: %w", p.TaskInstanceID, try, ErrConflict)
-		}
-		if err != nil {
-			return fmt.Errorf("store: claim task instance %d: insert attempt: %w", p.TaskInstanceID, err)
+		if err := insertAttempt(ctx, tx, &a, p.Now); err != nil {
+			return fmt.Errorf("store: claim task instance %d: %w", p.TaskInstanceID, err)
 		}
 		return nil
 	})
@@ -66,47 +56,62 @@ func (s *sqliteStore) ClaimTask(ctx context.Context, p ClaimTaskParams) (Attempt
 	return a, nil
 }
 
-// StartAttempt records the attempt's process and moves its task instance
-// queued -> running; both are guarded (attempt running, task queued on the
-// attempt's try).
+// newNonce returns 32 hex characters from crypto/rand.
+func newNonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail (it crashes the program instead)
+	return hex.EncodeToString(b[:])
+}
+
+// insertAttempt inserts the running attempt of a claim: a carries the task
+// instance, try, pool, host, owner, reason and the log template; it gets its
+// id, nonce, state, start time and log path ({try} replaced).
+func insertAttempt(ctx context.Context, tx *sql.Tx, a *Attempt, now time.Time) error {
+	a.State = AttemptRunning
+	a.StartedAt = stamp(now)
+	a.Nonce = newNonce()
+	a.LogPath = strings.ReplaceAll(a.LogPath, "{try}", strconv.Itoa(a.TryNumber))
+	err := tx.QueryRowContext(ctx, `
+		INSERT INTO attempts (task_instance_id, try_number, pool, state, host, pid, pid_start,
+		                      started_at, log_path, reason, owner, nonce)
+		VALUES (?, ?, ?, 'running', ?, 0, 0, ?, ?, ?, ?, ?)
+		ON CONFLICT (task_instance_id, try_number) DO NOTHING
+		RETURNING id`,
+		a.TaskInstanceID, a.TryNumber, a.Pool, a.Host, nullNanos(now), a.LogPath, a.Reason, a.Owner, a.Nonce).Scan(&a.ID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("attempt %d exists: %w", a.TryNumber, ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("insert attempt: %w", err)
+	}
+	return nil
+}
+
+// StartAttempt records the attempt's process in one guarded statement: the
+// attempt is running and its task instance is running on the attempt's
+// try. The task instance's state does not change.
 func (s *sqliteStore) StartAttempt(ctx context.Context, p StartAttemptParams) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		var taskID int64
-		var try int
-		err := tx.QueryRowContext(ctx, `
-			UPDATE attempts SET pid = ?, pid_start = ?, started_at = ?
-			WHERE id = ? AND state = 'running'
-			RETURNING task_instance_id, try_number`,
-			p.PID, int64(p.PIDStart), nullNanos(p.Now), p.AttemptID).Scan(&taskID, &try)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("store: start attempt %d: %w", p.AttemptID, missingOr(ctx, tx, "attempts", p.AttemptID))
-		}
-		if err != nil {
-			return fmt.Errorf("store: start attempt %d: %w", p.AttemptID, err)
-		}
 		res, err := tx.ExecContext(ctx, `
-			UPDATE task_instances SET state = 'running', updated_at = ?
-			WHERE id = ? AND state = 'queued' AND try_number = ?`,
-			nullNanos(p.Now), taskID, try)
+			UPDATE attempts SET pid = ?, pid_start = ?, started_at = ?
+			WHERE id = ? AND state = 'running' AND pid = 0
+			  AND EXISTS (SELECT 1 FROM task_instances ti
+			              WHERE ti.id = attempts.task_instance_id AND ti.state = 'running'
+			                AND ti.try_number = attempts.try_number)`,
+			p.PID, int64(p.PIDStart), nullNanos(p.Now), p.AttemptID)
 		if err != nil {
 			return fmt.Errorf("store: start attempt %d: %w", p.AttemptID, err)
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("store: start attempt %d: %w", p.AttemptID, err)
-		} else if n == 0 {
-			return fmt.Errorf("store: start attempt %d: task instance %d is not queued for try %d: %w",
-				p.AttemptID, taskID, try, ErrConflict)
-		}
-		return nil
+		return guarded(ctx, tx, res, "attempts", p.AttemptID, "start attempt")
 	})
 }
 
 // FinishAttempt records an attempt's outcome (guarded: only a running attempt
 // gets one, else ErrConflict) and moves its task instance to p.TaskState if
-// the task instance is still queued or running on this attempt's try. The
-// outcome of a process is recorded even when the task instance was moved on
-// meanwhile (by SetTaskStates): it is a fact about the process, and leaving
-// the attempt running would make it look alive forever.
+// the task instance is still running on this attempt's try. The outcome of a
+// process is recorded even when the task instance was moved on meanwhile (by
+// SetTaskStates): it is a fact about the process, and leaving the attempt
+// running would make it look alive forever.
 func (s *sqliteStore) FinishAttempt(ctx context.Context, p FinishAttemptParams) error {
 	switch p.State {
 	case AttemptSuccess, AttemptFailed, AttemptOOM, AttemptSkipped, AttemptInterrupted, AttemptLost:
@@ -146,7 +151,7 @@ func (s *sqliteStore) FinishAttempt(ctx context.Context, p FinishAttemptParams) 
 		if _, err := tx.ExecContext(ctx, `
 			UPDATE task_instances
 			SET state = ?, failures = failures + ?, next_try_at = ?, updated_at = ?
-			WHERE id = ? AND state IN ('queued', 'running') AND try_number = ?`,
+			WHERE id = ? AND state = 'running' AND try_number = ?`,
 			string(p.TaskState), failed, nullNanos(p.NextTryAt), now, taskID, try); err != nil {
 			return fmt.Errorf("store: finish attempt %d: task instance %d: %w", p.AttemptID, taskID, err)
 		}
@@ -209,15 +214,22 @@ func (s *sqliteStore) SetTaskStates(ctx context.Context, p SetTaskStatesParams) 
 	return moved, nil
 }
 
+// runningAttemptsSQL reads the running attempts through the partial index
+// attempts_running (in id order), never the finished ones.
+const runningAttemptsSQL = "SELECT " + attemptColumns + `, r.pipeline, r.id, ti.task,
+	       o.expires_at, r.kind, r.logical_date
+	FROM attempts a
+	JOIN task_instances ti ON ti.id = a.task_instance_id
+	JOIN runs r ON r.id = ti.run_id
+	LEFT JOIN owners o ON o.id = a.owner
+	WHERE a.state = 'running'
+	ORDER BY a.id`
+
 // RunningAttempts lists the attempts in state running with their pipeline,
-// run and task, ordered by attempt id.
+// run, task, run kind and logical date, and their owner's heartbeat expiry,
+// ordered by attempt id.
 func (s *sqliteStore) RunningAttempts(ctx context.Context) ([]RunningAttempt, error) {
-	rows, err := s.rq().QueryContext(ctx, "SELECT "+attemptColumns+`, r.pipeline, r.id, ti.task
-		FROM attempts a
-		JOIN task_instances ti ON ti.id = a.task_instance_id
-		JOIN runs r ON r.id = ti.run_id
-		WHERE a.state = 'running'
-		ORDER BY a.id`)
+	rows, err := s.rq().QueryContext(ctx, runningAttemptsSQL)
 	if err != nil {
 		return nil, fmt.Errorf("store: running attempts: %w", err)
 	}
@@ -226,16 +238,21 @@ func (s *sqliteStore) RunningAttempts(ctx context.Context) ([]RunningAttempt, er
 	for rows.Next() {
 		var (
 			ra                   RunningAttempt
-			state                string
+			state, kind, logical string
 			pidStart             int64
 			started, ended, exit sql.NullInt64
+			ownerExpires         sql.NullInt64
 		)
 		dest := attemptDest(&ra.Attempt, &state, &pidStart, &started, &ended, &exit)
-		dest = append(dest, &ra.Pipeline, &ra.RunID, &ra.Task)
+		dest = append(dest, &ra.Pipeline, &ra.RunID, &ra.Task, &ownerExpires, &kind, &logical)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("store: running attempts: %w", err)
 		}
 		finishAttemptScan(&ra.Attempt, state, pidStart, started, ended, exit)
+		ra.OwnerExpiresAt, ra.Kind = fromNanos(ownerExpires), RunKind(kind)
+		if ra.LogicalDate, err = parseDate(logical); err != nil {
+			return nil, fmt.Errorf("store: running attempts: %w", err)
+		}
 		out = append(out, ra)
 	}
 	if err := rows.Err(); err != nil {
@@ -276,11 +293,13 @@ func (s *sqliteStore) FindAttempt(ctx context.Context, p FindAttemptParams) (Att
 
 // ClearTasks puts the matching task instances back to scheduled with a fresh
 // retry budget (their try numbers keep counting, so attempts stay unique) and
-// puts their finished runs back to queued. A run that is still running stays
-// running: it is admitted already and the scheduler picks the cleared tasks up.
-// Task instances that are queued, running or already scheduled are left alone.
+// puts their finished runs back to queued, and bumps the epoch, in one
+// transaction. A run that is still running stays running: it is admitted
+// already and the scheduler picks the cleared tasks up. Queued task
+// instances are cleared too (no process has them); running or already
+// scheduled ones are left alone.
 func (s *sqliteStore) ClearTasks(ctx context.Context, p ClearTasksParams) (int, error) {
-	states := []any{"success", "failed", "up_for_retry", "upstream_failed", "skipped"}
+	states := []any{"queued", "success", "failed", "up_for_retry", "upstream_failed", "skipped"}
 	if p.OnlyFailed {
 		states = []any{"failed", "upstream_failed"}
 	}
@@ -320,6 +339,9 @@ func (s *sqliteStore) ClearTasks(ctx context.Context, p ClearTasksParams) (int, 
 			return fmt.Errorf("store: clear tasks %s: %w", p.Pipeline, err)
 		}
 		cleared = int(n)
+		if err := bumpEpoch(ctx, tx); err != nil {
+			return fmt.Errorf("store: clear tasks %s: %w", p.Pipeline, err)
+		}
 		return nil
 	})
 	if err != nil {
@@ -328,21 +350,30 @@ func (s *sqliteStore) ClearTasks(ctx context.Context, p ClearTasksParams) (int, 
 	return cleared, nil
 }
 
+// taskDurationsSQL reads the pipeline's successful attempts through its
+// runs (the pipeline, logical_unix key), their task instances (the run_id,
+// task key) and attempts_task_state, which holds state and times: every step
+// is a covering index search, and the cost is the pipeline's own attempts,
+// never a scan of every attempt of the state.
+const taskDurationsSQL = `
+	SELECT task, d FROM (
+		SELECT ti.task AS task, a.ended_at - a.started_at AS d,
+		       ROW_NUMBER() OVER (PARTITION BY ti.task ORDER BY a.ended_at DESC, a.id DESC) AS n
+		FROM runs r
+		JOIN task_instances ti ON ti.run_id = r.id
+		JOIN attempts a ON a.task_instance_id = ti.id
+		WHERE r.pipeline = ? AND a.state = 'success' AND a.ended_at IS NOT NULL
+	) durations WHERE n <= ? ORDER BY task, n`
+
+// TaskDurations returns the latest successful attempts' durations per task
+// of a pipeline (taskDurationsSQL).
 func (s *sqliteStore) TaskDurations(ctx context.Context, p TaskDurationsParams) (map[string][]time.Duration, error) {
 	if p.Limit <= 0 {
 		p.Limit = 1000
 	}
 	out := map[string][]time.Duration{}
 	err := s.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `
-			SELECT task, d FROM (
-				SELECT ti.task AS task, a.ended_at - a.started_at AS d,
-				       ROW_NUMBER() OVER (PARTITION BY ti.task ORDER BY a.ended_at DESC) AS n
-				FROM attempts a
-				JOIN task_instances ti ON ti.id = a.task_instance_id
-				JOIN runs r ON r.id = ti.run_id
-				WHERE r.pipeline = ? AND a.state = 'success' AND a.ended_at IS NOT NULL
-			) WHERE n <= ? ORDER BY task, n`, p.Pipeline, p.Limit)
+		rows, err := tx.QueryContext(ctx, taskDurationsSQL, p.Pipeline, p.Limit)
 		if err != nil {
 			return fmt.Errorf("store: task durations of %s: %w", p.Pipeline, err)
 		}

@@ -5,19 +5,22 @@
 -- (logical_date, data_interval_start, data_interval_end) are RFC 3339 text
 -- with the pipeline's offset, as the timetable produced them; logical_unix is
 -- the same instant in unix nanoseconds, used for uniqueness, order and ranges.
+--
+-- Written once for every backend: the double-brace tokens (id, int, strict)
+-- are rendered per backend by store/migrate.go.
 
 CREATE TABLE pipelines (
     name       TEXT    PRIMARY KEY,
     hash       TEXT    NOT NULL DEFAULT '',
-    paused     INTEGER NOT NULL DEFAULT 0 CHECK (paused IN (0, 1)),
-    updated_at INTEGER
-) STRICT;
+    paused     {{int}} NOT NULL DEFAULT 0 CHECK (paused IN (0, 1)),
+    updated_at {{int}}
+) {{strict}};
 
 CREATE TABLE runs (
-    id                  INTEGER PRIMARY KEY,
+    id                  {{id}},
     pipeline            TEXT    NOT NULL,
     logical_date        TEXT    NOT NULL,
-    logical_unix        INTEGER NOT NULL,
+    logical_unix        {{int}} NOT NULL,
     ds                  TEXT    NOT NULL,
     data_interval_start TEXT    NOT NULL,
     data_interval_end   TEXT    NOT NULL,
@@ -25,11 +28,11 @@ CREATE TABLE runs (
     state               TEXT    NOT NULL DEFAULT 'queued'
                                 CHECK (state IN ('queued', 'running', 'success', 'failed')),
     backfill_id         TEXT    NOT NULL DEFAULT '',
-    created_at          INTEGER,
-    started_at          INTEGER,
-    ended_at            INTEGER,
+    created_at          {{int}},
+    started_at          {{int}},
+    ended_at            {{int}},
     UNIQUE (pipeline, logical_unix)
-) STRICT;
+) {{strict}};
 
 -- The scheduler's queries: a pipeline's runs in a state, oldest first (and the
 -- watermark's min/max per state); every run in a state; a day's runs.
@@ -38,60 +41,60 @@ CREATE INDEX runs_state ON runs (state, logical_unix);
 CREATE INDEX runs_pipeline_ds ON runs (pipeline, ds);
 
 CREATE TABLE task_instances (
-    id          INTEGER PRIMARY KEY,
-    run_id      INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    id          {{id}},
+    run_id      {{int}} NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
     task        TEXT    NOT NULL,
     state       TEXT    NOT NULL DEFAULT 'scheduled'
                         CHECK (state IN ('scheduled', 'queued', 'running', 'success', 'failed',
                                          'up_for_retry', 'upstream_failed', 'skipped')),
     pool        TEXT    NOT NULL DEFAULT '',
-    try_number  INTEGER NOT NULL DEFAULT 0 CHECK (try_number >= 0),
-    failures    INTEGER NOT NULL DEFAULT 0 CHECK (failures >= 0),
-    next_try_at INTEGER,
-    updated_at  INTEGER,
+    try_number  {{int}} NOT NULL DEFAULT 0 CHECK (try_number >= 0),
+    failures    {{int}} NOT NULL DEFAULT 0 CHECK (failures >= 0),
+    next_try_at {{int}},
+    updated_at  {{int}},
     UNIQUE (run_id, task)
-) STRICT;
+) {{strict}};
 
 CREATE INDEX task_instances_state ON task_instances (state);
 
 CREATE TABLE attempts (
-    id               INTEGER PRIMARY KEY,
-    task_instance_id INTEGER NOT NULL REFERENCES task_instances (id) ON DELETE CASCADE,
-    try_number       INTEGER NOT NULL CHECK (try_number >= 1),
+    id               {{id}},
+    task_instance_id {{int}} NOT NULL REFERENCES task_instances (id) ON DELETE CASCADE,
+    try_number       {{int}} NOT NULL CHECK (try_number >= 1),
     pool             TEXT    NOT NULL DEFAULT '',
     state            TEXT    NOT NULL DEFAULT 'running'
                              CHECK (state IN ('running', 'success', 'failed', 'oom', 'skipped',
                                               'interrupted', 'lost')),
     host             TEXT    NOT NULL DEFAULT '',
-    pid              INTEGER NOT NULL DEFAULT 0,
-    pid_start        INTEGER NOT NULL DEFAULT 0,
-    started_at       INTEGER,
-    ended_at         INTEGER,
-    exit_code        INTEGER,
+    pid              {{int}} NOT NULL DEFAULT 0,
+    pid_start        {{int}} NOT NULL DEFAULT 0,
+    started_at       {{int}},
+    ended_at         {{int}},
+    exit_code        {{int}},
     signal           TEXT    NOT NULL DEFAULT '',
-    peak_rss         INTEGER NOT NULL DEFAULT 0,
+    peak_rss         {{int}} NOT NULL DEFAULT 0,
     log_path         TEXT    NOT NULL DEFAULT '',
     reason           TEXT    NOT NULL DEFAULT '',
     UNIQUE (task_instance_id, try_number)
-) STRICT;
+) {{strict}};
 
 CREATE INDEX attempts_state ON attempts (state);
 
 CREATE TABLE watermarks (
     pipeline     TEXT    PRIMARY KEY,
     logical_date TEXT    NOT NULL,
-    logical_unix INTEGER NOT NULL,
-    updated_at   INTEGER
-) STRICT;
+    logical_unix {{int}} NOT NULL,
+    updated_at   {{int}}
+) {{strict}};
 
 CREATE TABLE leases (
     name       TEXT    PRIMARY KEY,
     holder     TEXT    NOT NULL,
     host       TEXT    NOT NULL DEFAULT '',
-    pid        INTEGER NOT NULL DEFAULT 0,
-    pid_start  INTEGER NOT NULL DEFAULT 0,
-    expires_at INTEGER NOT NULL
-) STRICT;
+    pid        {{int}} NOT NULL DEFAULT 0,
+    pid_start  {{int}} NOT NULL DEFAULT 0,
+    expires_at {{int}} NOT NULL
+) {{strict}};
 
 -- A backfill: a window of a pipeline re-run as a plan of phases. Its runs
 -- carry its id (runs.backfill_id); phase says where apply is, so that it can
@@ -102,14 +105,14 @@ CREATE TABLE backfills (
     from_date       TEXT    NOT NULL,
     to_date         TEXT    NOT NULL,
     reprocess       TEXT    NOT NULL CHECK (reprocess IN ('none', 'failed', 'completed')),
-    reverse         INTEGER NOT NULL DEFAULT 0,
-    max_active_runs INTEGER NOT NULL DEFAULT 0,
+    reverse         {{int}} NOT NULL DEFAULT 0,
+    max_active_runs {{int}} NOT NULL DEFAULT 0,
     state           TEXT    NOT NULL DEFAULT 'running'
                             CHECK (state IN ('running', 'success', 'failed', 'cancelled')),
     phase           TEXT    NOT NULL DEFAULT '',
     detail          TEXT    NOT NULL DEFAULT '',
     paused          TEXT    NOT NULL DEFAULT '',
     plan            TEXT    NOT NULL DEFAULT '',
-    created_at      INTEGER,
-    updated_at      INTEGER
-) STRICT;
+    created_at      {{int}},
+    updated_at      {{int}}
+) {{strict}};

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL server for the tests.
+#
+#   eval "$(.ci/postgres.sh start)"   # exports REWIND_TEST_POSTGRES and REWIND_PG_DIR
+#   go test ./store/...
+#   .ci/postgres.sh stop              # stops the server in $REWIND_PG_DIR, removes it
+#
+# start: initdb into a new temporary directory, trust authentication, listen on
+# a Unix socket in that directory and on 127.0.0.1 at a free port. It prints
+# the export lines on stdout (everything else goes to stderr). The server runs
+# as a non-root user (postgres when it exists, else a rewindci user made for
+# it). PostgreSQL is installed with apt-get when no initdb is found.
+# stop [DIR]: pg_ctl stop and remove DIR (default $REWIND_PG_DIR).
+set -euo pipefail
+
+log() { echo "postgres.sh: $*" >&2; }
+
+find_bindir() {
+  local d
+  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+    if [ -x "$d/initdb" ]; then echo "$d"; return 0; fi
+  done
+  return 1
+}
+
+# as USER CMD...: run CMD as USER (we are root) or as ourselves.
+as() {
+  local user=$1; shift
+  if [ "$(id -u)" -eq 0 ]; then
+    su -s /bin/sh "$user" -c "$(printf '%q ' "$@")"
+  else
+    "$@"
+  fi
+}
+
+start() {
+  local bindir
+  if ! bindir=$(find_bindir); then
+    log "no initdb under /usr/lib/postgresql: installing postgresql"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update >&2
+    apt-get install -y --no-install-recommends postgresql-15 >&2 || apt-get install -y --no-install-recommends postgresql >&2
+    bindir=$(find_bindir) || { log "initdb still missing after apt-get install"; exit 1; }
+  fi
+
+  local user
+  user=$(id -un)
+  if [ "$(id -u)" -eq 0 ]; then
+    if id postgres >/dev/null 2>&1; then
+      user=postgres
+    else
+      user=rewindci
+      id "$user" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$user"
+    fi
+  fi
+
+  local dir
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/rewind-pg.XXXXXX")
+  chmod 755 "$dir"
+  mkdir "$dir/data"
+  [ "$(id -u)" -eq 0 ] && chown -R "$user" "$dir"
+
+  as "$user" "$bindir/initdb" -D "$dir/data" -U postgres --auth=trust --encoding=UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 ||
+    as "$user" "$bindir/initdb" -D "$dir/data" -U postgres --auth=trust --encoding=UTF8 --no-locale >"$dir/initdb.log" 2>&1 ||
+    { cat "$dir/initdb.log" >&2; rm -rf "$dir"; exit 1; }
+
+  # A scratch server for tests: durability is not wanted, speed and many
+  # connections (each test database gets its own pools) are.
+  local port try
+  for try in $(seq 1 20); do
+    port=$((20000 + RANDOM % 30000))
+    if as "$user" "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
+      -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir \
+          -c max_connections=500 -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
+          -c shared_buffers=128MB -c wal_level=minimal -c max_wal_senders=0 -c wal_buffers=16MB \
+          -c max_wal_size=2GB -c checkpoint_timeout=30min" >&2; then
+      break
+    fi
+    if grep -q "could not bind\|already in use" "$dir/server.log" 2>/dev/null; then
+      log "port $port is taken, trying another"
+      : >"$dir/server.log"
+      port=
+      continue
+    fi
+    cat "$dir/server.log" >&2 || true
+    rm -rf "$dir"
+    exit 1
+  done
+  if [ -z "$port" ]; then log "no free port found"; rm -rf "$dir"; exit 1; fi
+  echo "$port" >"$dir/port"
+  log "server up in $dir (socket $dir/.s.PGSQL.$port, tcp 127.0.0.1:$port, user $user)"
+  echo "export REWIND_PG_DIR=$(printf '%q' "$dir")"
+  echo "export REWIND_TEST_POSTGRES=$(printf '%q' "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable")"
+  echo "export REWIND_TEST_POSTGRES_SOCKET=$(printf '%q' "postgres://postgres@/postgres?host=$dir&port=$port&sslmode=disable")"
+}
+
+stop() {
+  local dir=${1:-${REWIND_PG_DIR:-}}
+  if [ -z "$dir" ]; then log "stop: no directory (pass it or set REWIND_PG_DIR)"; exit 1; fi
+  if [ ! -d "$dir" ]; then log "stop: $dir is gone"; return 0; fi
+  local bindir owner
+  if bindir=$(find_bindir) && [ -f "$dir/data/postmaster.pid" ]; then
+    owner=$(stat -c %U "$dir/data")
+    as "$owner" "$bindir/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >&2 || log "stop: pg_ctl stop failed"
+  fi
+  rm -rf "$dir"
+}
+
+case "${1:-}" in
+start) start ;;
+stop) shift; stop "$@" ;;
+*) echo "usage: $0 start|stop [DIR]" >&2; exit 2 ;;
+esac

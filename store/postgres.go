@@ -1,0 +1,407 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// pgStore is the PostgreSQL backend, on database/sql with pgx's stdlib
+// driver: the same *sql.Tx, scanning and migration runner as the SQLite
+// backend, pgx underneath for the protocol, arrays (= ANY($1)) and error codes.
+//
+// Transactions run at READ COMMITTED. What SQLite gets from its single
+// writer, this backend gets from row locks and a few advisory locks:
+//   - every transition is a guarded UPDATE ... WHERE state IN (...)
+//     RETURNING: of two writers on one row the second waits, re-checks the
+//     guard on the committed row and touches nothing;
+//   - ClaimReady takes pg_advisory_xact_lock per pool (in name order), then
+//     counts the running attempts of the pool and claims: two claimers
+//     never exceed a pool;
+//   - the guards that read a run's task instances (FinishRun, RequestCommit,
+//     CompleteCommit) read them FOR SHARE, so that a concurrent change to
+//     those task instances waits for the decision or the decision waits for
+//     the change;
+//   - migrations run under pg_advisory_xact_lock, so concurrent openers of
+//     a new database serialize.
+//
+// Serialization failures and deadlocks are retried for a single operation
+// and reported as ErrConflict inside InTx; unique violations are ErrConflict.
+type pgStore struct {
+	db    *sql.DB
+	where string // "postgres HOST/DB" for errors, without the password
+	// tx is set on the Store that InTx hands to its function: every
+	// operation then runs inside that transaction, under a savepoint.
+	tx *sql.Tx
+	// fence, when set, is checked at the start of every write transaction.
+	fence *pgFence
+}
+
+var _ Store = (*pgStore)(nil)
+
+// Advisory lock keys: pg_advisory_xact_lock(pgLockSpace, key) with key a
+// small constant or hashtext of a name.
+const (
+	pgLockSpace    = 0x52574e44 // "RWND"
+	pgLockMigrate  = 1
+	pgPoolLockBase = "rewind.pool:"
+)
+
+// pgMaxConns bounds each Store's pool of connections.
+func pgMaxConns() int { return max(4, min(16, 2*runtime.GOMAXPROCS(0))) }
+
+func openPostgres(ctx context.Context, dsn string) (*pgStore, error) {
+	where := "postgres " + pgWhere(dsn)
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: %s: parse DSN: %w", where, redactErr(err, dsn))
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 15 * time.Second
+	}
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
+		cfg.RuntimeParams["application_name"] = "rewind"
+	}
+	// TIMESTAMP-free schema: every time is BIGINT nanoseconds, every date
+	// RFC 3339 text, so the session time zone does not matter.
+	db := stdlib.OpenDB(*cfg)
+	n := pgMaxConns()
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	s := &pgStore{db: db, where: where}
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("store: %s: connect: %w", where, errors.Join(ErrPostgresUnavailable, redactErr(err, dsn)))
+	}
+	if err := s.migrate(ctx); err != nil {
+		_ = db.Close()
+		return nil, redactErr(err, dsn)
+	}
+	return s, nil
+}
+
+// pgWhere names the server and database of a DSN, without credentials.
+func pgWhere(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return redact(dsn)
+	}
+	host := u.Host
+	if host == "" {
+		host = u.Query().Get("host")
+	}
+	return host + u.Path
+}
+
+// migrate brings the database's schema up to date under an advisory lock.
+func (s *pgStore) migrate(ctx context.Context) error {
+	return runMigrations(ctx, migrationTarget{
+		dialect: postgresDialect,
+		where:   s.where,
+		db:      s.db,
+		write: func(ctx context.Context, fn func(tx *sql.Tx) error) error {
+			tx, err := s.db.BeginTx(ctx, nil)
+			if err != nil {
+				return fmt.Errorf("store: %s: begin: %w", s.where, err)
+			}
+			if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, $2)", pgLockSpace, pgLockMigrate); err != nil {
+				_ = tx.Rollback()
+				return fmt.Errorf("store: %s: migration lock: %w", s.where, err)
+			}
+			if err := fn(tx); err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+			if err := tx.Commit(); err != nil {
+				return fmt.Errorf("store: %s: commit: %w", s.where, err)
+			}
+			return nil
+		},
+	})
+}
+
+// Close closes the pool of connections.
+func (s *pgStore) Close() error {
+	return s.db.Close()
+}
+
+// pgRetries is how often a single operation is retried after a
+// serialization failure or a deadlock.
+const pgRetries = 8
+
+// write runs fn in a transaction and commits it if fn returns nil. Inside
+// InTx it runs under a savepoint of the enclosing transaction instead, so
+// that a failed operation leaves nothing half-done while the others of the
+// batch stand (PostgreSQL aborts the whole transaction on an error; rolling
+// back to the savepoint makes it usable again).
+func (s *pgStore) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if s.tx != nil {
+		if _, err := s.tx.ExecContext(ctx, "SAVEPOINT op"); err != nil {
+			return fmt.Errorf("store: savepoint: %w", pgMap(err))
+		}
+		err := s.fence.check(ctx, s.tx)
+		if err == nil {
+			err = fn(s.tx)
+		}
+		if err != nil {
+			_, _ = s.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT op")
+			_, _ = s.tx.ExecContext(ctx, "RELEASE SAVEPOINT op")
+			return pgMap(err)
+		}
+		if _, err := s.tx.ExecContext(ctx, "RELEASE SAVEPOINT op"); err != nil {
+			return fmt.Errorf("store: release savepoint: %w", pgMap(err))
+		}
+		return nil
+	}
+	var err error
+	for attempt := 0; ; attempt++ {
+		err = s.writeOnce(ctx, fn)
+		if err == nil || !pgRetryable(err) || attempt == pgRetries {
+			return pgMap(err)
+		}
+		select {
+		case <-ctx.Done():
+			return pgMap(err)
+		case <-time.After(time.Duration(1+attempt*attempt) * time.Millisecond):
+		}
+	}
+}
+
+func (s *pgStore) writeOnce(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin: %w", err)
+	}
+	if err := s.fence.check(ctx, tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	return nil
+}
+
+// read runs fn on one snapshot (a read-only REPEATABLE READ transaction).
+// Inside InTx it reads the enclosing transaction, writes of the batch
+// included.
+func (s *pgStore) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if s.tx != nil {
+		return fn(s.tx)
+	}
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("store: begin read: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	return fn(tx)
+}
+
+// rq is where a single-statement read goes: the enclosing transaction, or
+// the pool.
+func (s *pgStore) rq() querier {
+	if s.tx != nil {
+		return s.tx
+	}
+	return s.db
+}
+
+// InTx runs fn with a Store whose operations share one transaction,
+// committed when fn returns nil and rolled back otherwise.
+func (s *pgStore) InTx(ctx context.Context, fn func(Store) error) error {
+	if s.tx != nil {
+		return fn(s)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin: %w", pgMap(err))
+	}
+	if err := s.fence.check(ctx, tx); err != nil {
+		_ = tx.Rollback()
+		return pgMap(err)
+	}
+	inner := *s
+	inner.tx = tx
+	if err := fn(&inner); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: commit: %w", pgMap(err))
+	}
+	return nil
+}
+
+// pgMissingOr tells a guarded update that touched no row apart: ErrNotFound
+// when the row does not exist, ErrConflict when it is in another state.
+func pgMissingOr(ctx context.Context, tx *sql.Tx, table string, id int64) error {
+	var one int
+	err := tx.QueryRowContext(ctx, "SELECT 1 FROM "+table+" WHERE id = $1", id).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return ErrNotFound
+	case err != nil:
+		return err
+	}
+	return ErrConflict
+}
+
+// pgGuarded turns a guarded UPDATE that touched no row into ErrNotFound or ErrConflict.
+func pgGuarded(ctx context.Context, tx *sql.Tx, res sql.Result, table string, id int64, op string) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("store: %s %d: %w", op, id, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	return fmt.Errorf("store: %s %d: %w", op, id, pgMissingOr(ctx, tx, table, id))
+}
+
+// Errors.
+
+// PostgreSQL error codes this backend tells apart.
+const (
+	pgUniqueViolation      = "23505"
+	pgSerializationFailure = "40001"
+	pgDeadlockDetected     = "40P01"
+)
+
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// pgRetryable reports whether a single operation may simply be run again.
+func pgRetryable(err error) bool {
+	switch pgCode(err) {
+	case pgSerializationFailure, pgDeadlockDetected:
+		return true
+	}
+	return false
+}
+
+// pgIsConstraint reports whether err is an integrity constraint violation
+// (class 23: unique, check, foreign key, not null).
+func pgIsConstraint(err error) bool {
+	return strings.HasPrefix(pgCode(err), "23")
+}
+
+// pgMap adds ErrConflict to serialization failures, deadlocks and unique
+// violations that an operation did not already classify, keeping the
+// driver's error in the chain.
+func pgMap(err error) error {
+	if err == nil || errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrFenced) {
+		return err
+	}
+	switch pgCode(err) {
+	case pgSerializationFailure, pgDeadlockDetected, pgUniqueViolation:
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	return err
+}
+
+func init() {
+	unavailableClassifiers = append(unavailableClassifiers, pgClassify)
+}
+
+// pgClassify is IsUnavailable's PostgreSQL branch: it knows the errors of
+// pgx and of this backend, and leaves every other error to the common rules.
+func pgClassify(err error) (unavailable, known bool) {
+	var pe *pgconn.PgError
+	var ce *pgconn.ConnectError
+	var pce *pgconn.ParseConfigError
+	switch {
+	case errors.As(err, &pe), errors.As(err, &ce), errors.As(err, &pce), errors.Is(err, ErrPostgresUnavailable):
+		return pgUnavailable(err), true
+	}
+	return false, false
+}
+
+// pgUnavailable reports whether err means the PostgreSQL state could not be
+// read or written: the server could not be reached or the connection broke,
+// or the server refused the statement for any reason but a constraint
+// violation or a lost race (serialization failure, deadlock).
+func pgUnavailable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "23"), pe.Code == pgSerializationFailure, pe.Code == pgDeadlockDetected:
+			return false
+		case pe.Code == "57014": // query_canceled: by our context, or by an operator
+			return !errors.Is(err, context.Canceled)
+		}
+		return true
+	}
+	if errors.Is(err, ErrPostgresUnavailable) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) {
+		return true
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	var pe2 *pgconn.ParseConfigError
+	if errors.As(err, &pe2) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return true
+	}
+	return errors.Is(err, io.ErrUnexpectedEOF) || pgconn.Timeout(err) || pgconn.SafeToRetry(err)
+}
+
+// redactErr hides the DSN's password wherever the driver's message shows it,
+// keeping err in the chain.
+func redactErr(err error, dsn string) error {
+	if err == nil {
+		return nil
+	}
+	u, perr := url.Parse(dsn)
+	if perr != nil || u.User == nil {
+		return err
+	}
+	pass, ok := u.User.Password()
+	if !ok || pass == "" || !strings.Contains(err.Error(), pass) {
+		return err
+	}
+	return &redactedError{err: err, secret: pass}
+}
+
+type redactedError struct {
+	err    error
+	secret string
+}
+
+func (e *redactedError) Error() string { return strings.ReplaceAll(e.err.Error(), e.secret, "xxxxx") }
+func (e *redactedError) Unwrap() error { return e.err }

@@ -1,0 +1,61 @@
+package store
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The queries that run once per pipeline or per pass must search indexes,
+// never scan the attempts or task instances of the whole state: with 10,000
+// pipelines, `rewind run` with nothing due reads each pipeline's history.
+func TestSQLiteQueryPlans(t *testing.T) {
+	ctx := context.Background()
+	s, err := openSQLite(ctx, filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cases := []struct {
+		name  string
+		query string
+		args  []any
+		want  string // the step that reads attempts
+	}{
+		// Searching attempts by state alone would read every successful
+		// attempt of the state: it must come from the pipeline's task instances.
+		{"TaskDurations", taskDurationsSQL, []any{"p", 5}, "SEARCH a USING COVERING INDEX attempts_task_state (task_instance_id=?"},
+		{"RunningAttempts", runningAttemptsSQL, nil, "SCAN a USING INDEX attempts_running"},
+		{"FinishRun", finishRunSQL, []any{"success", 1, 1}, "SEARCH runs USING INTEGER PRIMARY KEY"},
+	}
+	for _, c := range cases {
+		rows, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+c.query, c.args...)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		if !strings.Contains(strings.Join(plan, "\n"), c.want) {
+			t.Errorf("%s: plan has no %q:\n%s", c.name, c.want, strings.Join(plan, "\n"))
+		}
+		for _, step := range plan {
+			for _, table := range []string{"attempts", "task_instances", "runs", " a", " ti", " r"} {
+				if strings.HasPrefix(step, "SCAN") && strings.HasSuffix(step, table) {
+					t.Errorf("%s scans %s:\n%s", c.name, strings.TrimSpace(table), strings.Join(plan, "\n"))
+				}
+			}
+			if strings.Contains(step, "SCAN") && strings.Contains(step, "INDEX") && !strings.Contains(step, "attempts_running") {
+				t.Errorf("%s scans a whole index:\n%s", c.name, strings.Join(plan, "\n"))
+			}
+		}
+	}
+}
