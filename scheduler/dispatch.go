@@ -376,7 +376,7 @@ const claimLimit = 512
 // its process exists, so that no process ever runs unrecorded.
 func (e *engine) claim(ctx context.Context, now time.Time) ([]claim, error) {
 	p := store.ClaimReadyParams{
-		Pools: e.capacities(), Pipelines: e.cache.names(),
+		Pools: e.capacities(), Pipelines: e.claimPipelines,
 		Owner: e.self.ID, Host: e.self.Host, Limit: claimLimit, Now: now,
 	}
 	if b := e.o.Backfill; b != nil {

@@ -168,6 +168,9 @@ type engine struct {
 	epoch       int64
 	// pending are ended attempts whose outcomes the next batch records.
 	pending []completion
+	// claimPipelines narrows claims to the selected pipelines (nil when
+	// every pipeline of the workspace is selected).
+	claimPipelines []string
 }
 
 // Run materializes the due runs of the selected pipelines and executes them
@@ -235,6 +238,9 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return nil, err
 	}
 	e.cache = newCache(e, defs)
+	if len(o.Pipelines) > 0 {
+		e.claimPipelines = e.cache.names()
+	}
 	e.commits = newCommitter(e)
 	if err := e.materializeAll(ctx, defs); err != nil {
 		return e.summary, err
@@ -436,7 +442,9 @@ func (e *engine) loop(ctx context.Context) error {
 // the store could not take).
 func (e *engine) fatal(err error) error {
 	for _, c := range e.pending {
-		_ = e.record(context.Background(), c)
+		if rerr := e.record(context.Background(), c); rerr != nil {
+			e.log.Warn("could not record an attempt: the next rewind reads its status from its log", "error", rerr)
+		}
 	}
 	e.pending = nil
 	e.drain(e.o.Grace)
@@ -461,7 +469,9 @@ func (e *engine) drain(d time.Duration) {
 		select {
 		case c := <-e.events:
 			e.release(c)
-			_ = e.record(context.Background(), c)
+			if err := e.record(context.Background(), c); err != nil {
+				e.log.Warn("could not record an attempt: the next rewind reads its status from its log", "error", err)
+			}
 		case <-deadline.C:
 			e.log.Warn("leaving attempts running: the next rewind adopts them", "attempts", e.running)
 			return

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 )
@@ -40,9 +39,9 @@ func DSNFromEnv(flag string) string {
 //	postgres://...        PostgreSQL (postgresql:// too)
 func Open(ctx context.Context, dsn string) (Store, error) {
 	if IsPostgres(dsn) {
-		s, err := openPostgres(ctx, dsn)
+		s, err := openPostgres(ctx, dsn) // its errors name the state, without credentials
 		if err != nil {
-			return nil, fmt.Errorf("store: open %s: %w", redact(dsn), err)
+			return nil, err
 		}
 		return s, nil
 	}
@@ -80,18 +79,26 @@ func SQLitePath(dsn string) (string, bool) {
 	return dsn, true
 }
 
-// redact hides the password of a URL-style DSN in error messages.
+// redact hides the password of a URL-style DSN in error messages: the one
+// in the user information and a password= query parameter.
 func redact(dsn string) string {
 	scheme, rest, ok := strings.Cut(dsn, "://")
 	if !ok {
 		return dsn
 	}
-	userinfo, host, ok := strings.Cut(rest, "@")
-	if !ok {
-		return dsn
+	if userinfo, host, ok := strings.Cut(rest, "@"); ok && !strings.Contains(userinfo, "/") {
+		if user, _, hasPass := strings.Cut(userinfo, ":"); hasPass {
+			rest = user + ":xxxxx@" + host
+		}
 	}
-	if user, _, hasPass := strings.Cut(userinfo, ":"); hasPass {
-		return scheme + "://" + user + ":xxxxx@" + host
+	if path, query, ok := strings.Cut(rest, "?"); ok {
+		params := strings.Split(query, "&")
+		for i, kv := range params {
+			if k, _, _ := strings.Cut(kv, "="); strings.EqualFold(k, "password") {
+				params[i] = k + "=xxxxx"
+			}
+		}
+		rest = path + "?" + strings.Join(params, "&")
 	}
-	return dsn
+	return scheme + "://" + rest
 }

@@ -47,6 +47,42 @@ type pgStore struct {
 	tx *sql.Tx
 	// fence, when set, is checked at the start of every write transaction.
 	fence *pgFence
+	// txs is shared by the views of one InTx transaction (Fenced included).
+	txs *pgTxState
+}
+
+// pgTxState is what one InTx transaction knows across its operations.
+type pgTxState struct {
+	// verified are the fences this transaction has checked outside any
+	// savepoint that was rolled back: it holds their lease rows FOR SHARE
+	// until it ends, so no one else can move those leases meanwhile, and
+	// later operations need not check again. An operation of this
+	// transaction that moves a lease (AcquireLease, ReleaseLease) forgets
+	// them.
+	verified map[pgFence]bool
+	// moves counts the operations of this transaction that moved a lease.
+	moves int
+	// open: the savepoint of the last operation is still open (released
+	// together with the next operation's SAVEPOINT, in one round trip).
+	open bool
+}
+
+// leaseMoved tells the transaction's state that a lease may have changed
+// holder or generation in it.
+func (s *pgStore) leaseMoved() {
+	if s.txs != nil {
+		clear(s.txs.verified)
+		s.txs.moves++
+	}
+}
+
+// checkFenceInTx checks s.fence inside the enclosing transaction unless
+// this transaction holds it already; it returns whether it checked.
+func (s *pgStore) checkFenceInTx(ctx context.Context) (checked bool, err error) {
+	if s.fence == nil || s.txs.verified[*s.fence] {
+		return false, nil
+	}
+	return true, s.fence.check(ctx, s.tx)
 }
 
 var _ Store = (*pgStore)(nil)
@@ -145,27 +181,39 @@ func (s *pgStore) Close() error {
 // serialization failure or a deadlock.
 const pgRetries = 8
 
-// write runs fn in a transaction and commits it if fn returns nil. Inside
-// InTx it runs under a savepoint of the enclosing transaction instead, so
-// that a failed operation leaves nothing half-done while the others of the
-// batch stand (PostgreSQL aborts the whole transaction on an error; rolling
-// back to the savepoint makes it usable again).
+// write runs fn in a transaction and commits it if fn returns nil (a
+// serialization failure or deadlock runs it again, a few times). Inside InTx
+// it runs under a savepoint of the enclosing transaction instead, so that a
+// failed operation leaves nothing half-done while the others of the batch
+// stand (PostgreSQL aborts the whole transaction on an error; rolling back
+// to the savepoint makes it usable again).
 func (s *pgStore) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if s.tx != nil {
-		if _, err := s.tx.ExecContext(ctx, "SAVEPOINT op"); err != nil {
+		// The previous operation's savepoint is released with this one's
+		// creation: one round trip, and never more than one open.
+		sp := "SAVEPOINT op"
+		if s.txs.open {
+			sp = "RELEASE SAVEPOINT op; SAVEPOINT op"
+		}
+		if _, err := s.tx.ExecContext(ctx, sp); err != nil {
 			return fmt.Errorf("store: savepoint: %w", pgMap(err))
 		}
-		err := s.fence.check(ctx, s.tx)
+		s.txs.open = true
+		moves := s.txs.moves
+		checked, err := s.checkFenceInTx(ctx)
 		if err == nil {
 			err = fn(s.tx)
 		}
 		if err != nil {
-			_, _ = s.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT op")
-			_, _ = s.tx.ExecContext(ctx, "RELEASE SAVEPOINT op")
+			// Undo this operation; the savepoint stays (empty) until the
+			// next operation releases it or the transaction ends.
+			if _, rerr := s.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT op"); rerr != nil {
+				return errors.Join(pgMap(err), fmt.Errorf("store: rollback to savepoint: %w", rerr))
+			}
 			return pgMap(err)
 		}
-		if _, err := s.tx.ExecContext(ctx, "RELEASE SAVEPOINT op"); err != nil {
-			return fmt.Errorf("store: release savepoint: %w", pgMap(err))
+		if checked && s.txs.moves == moves { // the lease row stays locked until the transaction ends
+			s.txs.verified[*s.fence] = true
 		}
 		return nil
 	}
@@ -188,14 +236,19 @@ func (s *pgStore) writeOnce(ctx context.Context, fn func(tx *sql.Tx) error) erro
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
+	committed := false
+	defer func() {
+		if !committed { // an error, or fn panicked
+			_ = tx.Rollback()
+		}
+	}()
 	if err := s.fence.check(ctx, tx); err != nil {
-		_ = tx.Rollback()
 		return err
 	}
 	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
 		return err
 	}
+	committed = true
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store: commit: %w", err)
 	}
@@ -240,9 +293,21 @@ func (s *pgStore) InTx(ctx context.Context, fn func(Store) error) error {
 		_ = tx.Rollback()
 		return pgMap(err)
 	}
+	done := false
+	defer func() {
+		if !done { // fn panicked: give the connection back clean
+			_ = tx.Rollback()
+		}
+	}()
 	inner := *s
 	inner.tx = tx
-	if err := fn(&inner); err != nil {
+	inner.txs = &pgTxState{verified: map[pgFence]bool{}}
+	if s.fence != nil {
+		inner.txs.verified[*s.fence] = true
+	}
+	err = fn(&inner)
+	done = true
+	if err != nil {
 		_ = tx.Rollback()
 		return err
 	}
@@ -304,12 +369,6 @@ func pgRetryable(err error) bool {
 	return false
 }
 
-// pgIsConstraint reports whether err is an integrity constraint violation
-// (class 23: unique, check, foreign key, not null).
-func pgIsConstraint(err error) bool {
-	return strings.HasPrefix(pgCode(err), "23")
-}
-
 // pgMap adds ErrConflict to serialization failures, deadlocks and unique
 // violations that an operation did not already classify, keeping the
 // driver's error in the chain.
@@ -335,7 +394,9 @@ func pgClassify(err error) (unavailable, known bool) {
 	var ce *pgconn.ConnectError
 	var pce *pgconn.ParseConfigError
 	switch {
-	case errors.As(err, &pe), errors.As(err, &ce), errors.As(err, &pce), errors.Is(err, ErrPostgresUnavailable):
+	case errors.As(err, &pce):
+		return false, true // a malformed DSN: the caller's input, not the state
+	case errors.As(err, &pe), errors.As(err, &ce), errors.Is(err, ErrPostgresUnavailable):
 		return pgUnavailable(err), true
 	}
 	return false, false
@@ -366,10 +427,6 @@ func pgUnavailable(err error) bool {
 	if errors.As(err, &ce) {
 		return true
 	}
-	var pe2 *pgconn.ParseConfigError
-	if errors.As(err, &pe2) {
-		return true
-	}
 	var ne net.Error
 	if errors.As(err, &ne) {
 		return true
@@ -388,20 +445,38 @@ func redactErr(err error, dsn string) error {
 		return nil
 	}
 	u, perr := url.Parse(dsn)
-	if perr != nil || u.User == nil {
+	if perr != nil {
 		return err
 	}
-	pass, ok := u.User.Password()
-	if !ok || pass == "" || !strings.Contains(err.Error(), pass) {
-		return err
+	var secrets []string
+	if u.User != nil {
+		if pass, ok := u.User.Password(); ok && pass != "" {
+			secrets = append(secrets, pass)
+		}
 	}
-	return &redactedError{err: err, secret: pass}
+	if pass := u.Query().Get("password"); pass != "" {
+		secrets = append(secrets, pass)
+	}
+	msg := err.Error()
+	for _, sec := range secrets {
+		if strings.Contains(msg, sec) {
+			return &redactedError{err: err, secrets: secrets}
+		}
+	}
+	return err
 }
 
+// redactedError is an error whose message must not show secrets.
 type redactedError struct {
-	err    error
-	secret string
+	err     error
+	secrets []string
 }
 
-func (e *redactedError) Error() string { return strings.ReplaceAll(e.err.Error(), e.secret, "xxxxx") }
+func (e *redactedError) Error() string {
+	msg := e.err.Error()
+	for _, sec := range e.secrets {
+		msg = strings.ReplaceAll(msg, sec, "xxxxx")
+	}
+	return msg
+}
 func (e *redactedError) Unwrap() error { return e.err }

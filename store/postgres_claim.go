@@ -395,7 +395,8 @@ func (s *pgStore) ListOutbox(ctx context.Context, pipelines []string) ([]OutboxI
 		q += " WHERE r.pipeline = ANY($1::text[])"
 		args = append(args, pipelines)
 	}
-	rows, err := s.rq().QueryContext(ctx, q+" ORDER BY o.created_at, o.id", args...)
+	// NULLS FIRST: SQLite's order for a row without a time.
+	rows, err := s.rq().QueryContext(ctx, q+" ORDER BY o.created_at NULLS FIRST, o.id", args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list outbox: %w", err)
 	}

@@ -232,6 +232,7 @@ func (s *pgStore) AcquireLease(ctx context.Context, p AcquireLeaseParams) (Lease
 			p.Name, p.Holder, p.Host, p.PID, int64(p.PIDStart), nanos(p.Now.Add(p.TTL)), nanos(p.Now), p.Stale); err != nil {
 			return fmt.Errorf("store: acquire lease %s: %w", p.Name, err)
 		}
+		s.leaseMoved()
 		var err error
 		l, err = pgGetLease(ctx, tx, p.Name)
 		return err
@@ -299,6 +300,7 @@ func (s *pgStore) ReleaseLease(ctx context.Context, p ReleaseLeaseParams) error 
 			WHERE name = $2 AND holder = $3`, int64(math.MinInt64), p.Name, p.Holder); err != nil {
 			return fmt.Errorf("store: release lease %s: %w", p.Name, err)
 		}
+		s.leaseMoved()
 		return nil
 	})
 }
@@ -316,17 +318,20 @@ func (s *pgStore) CreateBackfill(ctx context.Context, b Backfill) error {
 		b.State = BackfillRunning
 	}
 	return s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `
+		res, err := tx.ExecContext(ctx, `
 			INSERT INTO backfills (id, pipeline, from_date, to_date, reprocess, reverse, max_active_runs,
 			                       state, phase, detail, paused, plan, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+			ON CONFLICT (id) DO NOTHING`,
 			b.ID, b.Pipeline, formatDate(b.From), formatDate(b.To), b.Reprocess, pgBool(b.Reverse), b.MaxActiveRuns,
 			string(b.State), b.Phase, b.Detail, strings.Join(b.Paused, ","), b.Plan, nullNanos(b.CreatedAt), nullNanos(b.CreatedAt))
-		if pgIsConstraint(err) {
-			return fmt.Errorf("store: backfill %s exists: %w", b.ID, errors.Join(ErrConflict, err))
-		}
 		if err != nil {
 			return fmt.Errorf("store: create backfill %s: %w", b.ID, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("store: create backfill %s: %w", b.ID, err)
+		} else if n == 0 {
+			return fmt.Errorf("store: backfill %s exists: %w", b.ID, ErrConflict)
 		}
 		return nil
 	})

@@ -89,3 +89,30 @@ func TestRedactErr(t *testing.T) {
 		t.Errorf("pgWhere = %q", got)
 	}
 }
+
+func TestRedactDSN(t *testing.T) {
+	for _, c := range []struct{ dsn, want string }{
+		{"postgres://u:secret@db/rewind", "postgres://u:xxxxx@db/rewind"},
+		{"postgres://u@db/rewind?sslmode=disable&password=secret", "postgres://u@db/rewind?sslmode=disable&password=xxxxx"},
+		{"postgresql://db/rewind", "postgresql://db/rewind"},
+		{"sqlite:/tmp/x.db", "sqlite:/tmp/x.db"},
+	} {
+		if got := redact(c.dsn); got != c.want {
+			t.Errorf("redact(%q) = %q, want %q", c.dsn, got, c.want)
+		}
+	}
+	err := redactErr(errors.New("auth failed for secret"), "postgres://u@db/rewind?password=secret")
+	if strings.Contains(err.Error(), "secret") {
+		t.Errorf("redactErr kept a query password: %v", err)
+	}
+}
+
+func TestBadDSNIsNotUnavailable(t *testing.T) {
+	_, err := openPostgres(t.Context(), "postgres://u@db:notaport/rewind")
+	if err == nil {
+		t.Fatal("bad DSN accepted")
+	}
+	if IsUnavailable(err) {
+		t.Errorf("IsUnavailable(%v) = true for a malformed DSN", err)
+	}
+}

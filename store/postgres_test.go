@@ -333,3 +333,40 @@ func TestPostgresDuplicateIsConflict(t *testing.T) {
 		t.Errorf("second CreateBackfill = %v; want ErrConflict, not unavailable", err)
 	}
 }
+
+// A fenced batch that itself hands the lease on cannot write as the old
+// holder afterwards: the fence is checked again once the lease moved.
+func TestPostgresFencedBatchMovesItsLease(t *testing.T) {
+	ctx := context.Background()
+	st := openPostgres(t, pgtest.DSN(t))
+	defer st.Close()
+	now := time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC)
+	l, held, err := st.AcquireLease(ctx, store.AcquireLeaseParams{Name: "scheduler", Holder: "a", TTL: time.Minute, Now: now})
+	if err != nil || !held {
+		t.Fatalf("AcquireLease = %v, %v", held, err)
+	}
+	if _, err := st.UpsertPipeline(ctx, store.UpsertPipelineParams{Name: "p", Hash: "h", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	fenced := st.Fenced("scheduler", "a", l.Generation)
+	err = fenced.InTx(ctx, func(tx store.Store) error {
+		if err := tx.SetPaused(ctx, store.SetPausedParams{Name: "p", Paused: true, Now: now}); err != nil {
+			return err
+		}
+		if _, held, err := tx.AcquireLease(ctx, store.AcquireLeaseParams{Name: "scheduler", Holder: "b", Stale: "a",
+			TTL: time.Minute, Now: now}); err != nil || !held {
+			return fmt.Errorf("hand over: %v, %v", held, err)
+		}
+		err := tx.SetPaused(ctx, store.SetPausedParams{Name: "p", Paused: false, Now: now})
+		if !errors.Is(err, store.ErrFenced) {
+			return fmt.Errorf("write after the hand-over = %v, want ErrFenced", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := st.GetPipeline(ctx, "p"); err != nil || !p.Paused {
+		t.Errorf("pipeline = %+v, %v; want paused (the write before the hand-over stands)", p, err)
+	}
+}

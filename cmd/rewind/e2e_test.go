@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rewind-dev/rewind/store/pgtest"
 )
 
 // workspace is a directory with pipeline files where rewind runs as a
@@ -21,6 +23,10 @@ import (
 type workspace struct {
 	t   *testing.T
 	dir string
+	// state is the state DSN every rewind of the workspace gets in
+	// REWIND_STATE; "" is the default, the SQLite file .rewind/state.db
+	// under dir.
+	state string
 }
 
 func newWorkspace(t *testing.T, files map[string]string) *workspace {
@@ -37,8 +43,38 @@ func newWorkspace(t *testing.T, files map[string]string) *workspace {
 func (w *workspace) command(args ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Dir = w.dir
-	cmd.Env = append(os.Environ(), "REWIND_TEST_AS_MAIN=1", "REWIND_STATE=")
+	cmd.Env = append(os.Environ(), "REWIND_TEST_AS_MAIN=1", "REWIND_STATE="+w.state)
 	return cmd
+}
+
+// backend is a kind of state a workspace can keep its runs in.
+type backend struct {
+	name string
+	// state returns the DSN of a new, empty state ("" for the workspace's
+	// own SQLite file); it skips the test when the backend is unavailable.
+	state func(t *testing.T) string
+}
+
+var backends = []backend{
+	{name: "sqlite", state: func(*testing.T) string { return "" }},
+	{name: "postgres", state: func(t *testing.T) string { return pgtest.DSN(t) }},
+}
+
+// onBackends runs test once per backend, as the subtests "sqlite" and
+// "postgres" (skipped when no PostgreSQL server is configured outside CI:
+// see store/pgtest).
+func onBackends(t *testing.T, test func(t *testing.T, b backend)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { test(t, b) })
+	}
+}
+
+// workspace is a new workspace with a new, empty state of this backend.
+func (b backend) workspace(t *testing.T, files map[string]string) *workspace {
+	t.Helper()
+	w := newWorkspace(t, files)
+	w.state = b.state(t)
+	return w
 }
 
 // rewind runs the CLI to completion and returns its exit code and output.
@@ -133,14 +169,19 @@ func checkOnce(t *testing.T, w *workspace) {
 			t.Errorf("run %s is %s", r.DS, r.State)
 		}
 	}
+	if w.state != "" && w.exists(".rewind/state.db") {
+		t.Errorf("the state is %s, yet rewind wrote .rewind/state.db", w.state)
+	}
 }
 
 // kill -9 of rewind at a random moment of a catchup, then a new catchup:
 // every run succeeds and no attempt that had started runs a second time
 // (the ones in flight are adopted, not re-run).
-func TestKill9ThenCatchup(t *testing.T) {
+func TestKill9ThenCatchup(t *testing.T) { onBackends(t, testKill9ThenCatchup) }
+
+func testKill9ThenCatchup(t *testing.T, b backend) {
 	for i := range 5 {
-		w := newWorkspace(t, map[string]string{"main.hcl": markerPipeline})
+		w := b.workspace(t, map[string]string{"main.hcl": markerPipeline})
 		cmd := w.command("run", "--catchup", "--quiet", "--now", "2025-08-01T00:00:00Z")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -161,8 +202,10 @@ func TestKill9ThenCatchup(t *testing.T) {
 // Two `rewind run --catchup` at the same moment on one state, as cron
 // overlapping itself: with --wait both succeed and every attempt runs once;
 // without it the second exits at once with code 3.
-func TestConcurrentRuns(t *testing.T) {
-	w := newWorkspace(t, map[string]string{"main.hcl": markerPipeline})
+func TestConcurrentRuns(t *testing.T) { onBackends(t, testConcurrentRuns) }
+
+func testConcurrentRuns(t *testing.T, b backend) {
+	w := b.workspace(t, map[string]string{"main.hcl": markerPipeline})
 	var wg sync.WaitGroup
 	codes := make([]int, 2)
 	for i := range 2 {
@@ -176,7 +219,7 @@ func TestConcurrentRuns(t *testing.T) {
 	}
 	checkOnce(t, w)
 
-	w2 := newWorkspace(t, map[string]string{"main.hcl": markerPipeline})
+	w2 := b.workspace(t, map[string]string{"main.hcl": markerPipeline})
 	first := w2.command("run", "--catchup", "--quiet", "--now", "2025-08-01T00:00:00Z")
 	if err := first.Start(); err != nil {
 		t.Fatal(err)

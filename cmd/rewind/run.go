@@ -69,6 +69,9 @@ configuration error, 3 another rewind holds the state, 130 interrupted.`,
 			defer stop()
 			st, err := openStore(ctx, g)
 			if err != nil {
+				if ctx.Err() != nil {
+					return exitWith(exitInterrupt, "interrupted")
+				}
 				return err
 			}
 			defer st.Close()
@@ -79,6 +82,11 @@ configuration error, 3 another rewind holds the state, 130 interrupted.`,
 				OnProgress: prog.update,
 			})
 			prog.finish()
+			if err != nil && ctx.Err() != nil && !store.IsUnavailable(err) {
+				// Ctrl-C while the state was being opened or read: nothing
+				// was half-done; the next 'rewind run' starts afresh.
+				return exitWith(exitInterrupt, "interrupted")
+			}
 			var busy *scheduler.LeaseBusyError
 			if errors.As(err, &busy) {
 				return exitWith(exitLeaseBusy, "%v", busy)
