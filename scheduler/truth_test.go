@@ -204,6 +204,22 @@ pipeline "p" {
 		go func() { done <- e.run(scheduler.Options{Now: utc("2025-07-02T00:00:00Z")}) }()
 		waitFile(t, filepath.Join(e.dir, "b.started"))
 		waitLines(t, e, "a.log", 1)
+		// Clear once a's success is in the state (the engine records it in
+		// its next batch; a running task instance is never cleared).
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			r := e.runs("p")[0]
+			done := false
+			for _, ti := range r.Tasks {
+				done = done || (ti.Task == "a" && ti.State == store.TaskSuccess)
+			}
+			if done {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("a's success never reached the state")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		// As `rewind clear p --task a` does, from another Store.
 		other, err := store.Open(context.Background(), e.state)
 		if err != nil {
