@@ -5,15 +5,21 @@
 #   go test ./store/...
 #   .ci/postgres.sh stop              # stops the server in $REWIND_PG_DIR, removes it
 #
+#   .ci/postgres.sh start --owner PID # also stop it by itself once PID is gone
+#
 # start: initdb into a new temporary directory, trust authentication, listen on
 # a Unix socket in that directory and on 127.0.0.1 at a free port. It prints
 # the export lines on stdout (everything else goes to stderr). The server runs
 # as a non-root user (postgres when it exists, else a rewindci user made for
-# it). PostgreSQL is installed with apt-get when no initdb is found.
+# it; $REWIND_PG_USER overrides). PostgreSQL is installed with apt-get when no initdb is found.
+# With --owner PID a watchdog stops the server when process PID has exited,
+# so that a killed CI run (no trap runs on SIGKILL) leaves no server behind.
 # stop [DIR]: pg_ctl stop and remove DIR (default $REWIND_PG_DIR).
 set -euo pipefail
 
 log() { echo "postgres.sh: $*" >&2; }
+
+self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 
 find_bindir() {
   local d
@@ -34,6 +40,8 @@ as() {
 }
 
 start() {
+  local owner=
+  if [ "${1:-}" = "--owner" ]; then owner=${2:?--owner needs a pid}; fi
   local bindir
   if ! bindir=$(find_bindir); then
     log "no initdb under /usr/lib/postgresql: installing postgresql"
@@ -46,12 +54,14 @@ start() {
   local user
   user=$(id -un)
   if [ "$(id -u)" -eq 0 ]; then
-    if id postgres >/dev/null 2>&1; then
+    if [ -n "${REWIND_PG_USER:-}" ]; then
+      user=$REWIND_PG_USER
+    elif id postgres >/dev/null 2>&1; then
       user=postgres
     else
       user=rewindci
-      id "$user" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$user"
     fi
+    id "$user" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$user"
   fi
 
   local dir
@@ -88,6 +98,10 @@ start() {
   done
   if [ -z "$port" ]; then log "no free port found"; rm -rf "$dir"; exit 1; fi
   echo "$port" >"$dir/port"
+  if [ -n "$owner" ]; then
+    # Detached, with no inherited stdout (the caller reads ours to its end).
+    nohup setsid bash "$self" watch "$owner" "$dir" </dev/null >/dev/null 2>&1 &
+  fi
   log "server up in $dir (socket $dir/.s.PGSQL.$port, tcp 127.0.0.1:$port, user $user)"
   echo "export REWIND_PG_DIR=$(printf '%q' "$dir")"
   echo "export REWIND_TEST_POSTGRES=$(printf '%q' "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable")"
@@ -106,8 +120,17 @@ stop() {
   rm -rf "$dir"
 }
 
+# watch PID DIR: stop the server in DIR once PID has exited (or DIR is gone).
+watch() {
+  local owner=$1 dir=$2
+  while kill -0 "$owner" 2>/dev/null && [ -d "$dir" ]; do sleep 2; done
+  [ -d "$dir" ] && stop "$dir"
+  return 0
+}
+
 case "${1:-}" in
-start) start ;;
+start) shift; start "$@" ;;
+watch) shift; watch "$@" ;;
 stop) shift; stop "$@" ;;
-*) echo "usage: $0 start|stop [DIR]" >&2; exit 2 ;;
+*) echo "usage: $0 start [--owner PID] | stop [DIR]" >&2; exit 2 ;;
 esac

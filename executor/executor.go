@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -165,9 +166,9 @@ func Start(spec Spec) (*Handle, error) {
 	} else {
 		argv = append([]string{"/bin/sh", "-c", argvWrapper, "/bin/sh", spec.LogPath, nonce}, spec.Argv...)
 	}
-	env := spec.Env
-	if env == nil {
-		env = os.Environ()
+	env, err := environ(spec)
+	if err != nil {
+		return nil, err
 	}
 	sys := &syscall.SysProcAttr{Setpgid: true}
 	pidfd := -1
@@ -190,6 +191,45 @@ func Start(spec Spec) (*Handle, error) {
 	h.PIDStart, _ = ProcessStart(pid)
 	h.w = watchChild(pid, pidfd)
 	return h, nil
+}
+
+// environ is the environment of the attempt's process as os/exec makes it:
+// nil is rewind's own, with PWD set to Dir; a variable set twice has its
+// last value.
+func environ(spec Spec) ([]string, error) {
+	env := spec.Env
+	if env == nil {
+		env = os.Environ()
+		if spec.Dir != "" {
+			pwd, err := filepath.Abs(spec.Dir)
+			if err != nil {
+				return nil, err
+			}
+			env = append(env, "PWD="+pwd)
+		}
+	}
+	// Keep the last occurrence of each variable, in order.
+	out := make([]string, 0, len(env))
+	seen := make(map[string]bool, len(env))
+	for i := len(env) - 1; i >= 0; i-- {
+		kv := env[i]
+		if strings.IndexByte(kv, 0) >= 0 {
+			return nil, errors.New("environment variable contains NUL")
+		}
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok {
+			if kv != "" {
+				out = append(out, kv)
+			}
+			continue
+		}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, kv)
+		}
+	}
+	slices.Reverse(out)
+	return out, nil
 }
 
 // openLog creates (or truncates) an attempt's log, and its directory if
@@ -322,7 +362,7 @@ func supervise(ctx context.Context, w *watch, s supervision) Result {
 		return res
 	}
 	switch {
-	case !s.adopted:
+	case w.waited():
 		if ru := w.rusage; ru.Maxrss > 0 {
 			res.PeakRSS = max(res.PeakRSS, ru.Maxrss*1024)
 		}
@@ -336,12 +376,15 @@ func supervise(ctx context.Context, w *watch, s supervision) Result {
 		// Not our child: its wait status is its parent's. It died of the
 		// last signal we sent, or of an earlier one.
 		res.Signal = SignalName(lastSignal)
-	default:
+	case s.adopted || s.nonce != "":
 		if code, ok := ReadStatusNonce(s.logPath, s.nonce); ok {
 			res.ExitCode = &code
 		} else {
-			res.NoStatus = true
+			res.NoStatus = s.adopted
 		}
+	default:
+		code := -1 // a child whose wait status is lost
+		res.ExitCode = &code
 	}
 	if res.TimedOut {
 		AppendLine(s.logPath, fmt.Sprintf("rewind: attempt timed out after %s; process group killed", s.timeout))
@@ -357,7 +400,7 @@ func supervise(ctx context.Context, w *watch, s supervision) Result {
 func ownExit(w *watch, s supervision, res *Result) bool {
 	ours := func(code int) bool { return code == 128+int(syscall.SIGTERM) || code == 128+int(syscall.SIGKILL) }
 	code, ok := 0, false
-	if !s.adopted && w.status.Exited() {
+	if w.waited() && w.status.Exited() {
 		code, ok = w.status.ExitStatus(), true
 	} else if s.nonce != "" {
 		code, ok = ReadStatusNonce(s.logPath, s.nonce)
@@ -366,7 +409,7 @@ func ownExit(w *watch, s supervision, res *Result) bool {
 		return false
 	}
 	res.ExitCode = &code
-	if !s.adopted && w.rusage.Maxrss > 0 {
+	if w.waited() && w.rusage.Maxrss > 0 {
 		res.PeakRSS = max(res.PeakRSS, w.rusage.Maxrss*1024)
 	}
 	return true

@@ -460,6 +460,7 @@ func TestAdoptWait(t *testing.T) {
 		s := shellSpec(t, "until [ -e go ]; do sleep 0.01; done; echo done; exit 5")
 		s.Nonce = NewNonce()
 		a := startElsewhere(t, s)
+		waitExec(t, a.PID)
 		if !Alive(a.PID, s.LogPath) || FindWrapper(s.LogPath) != a.PID {
 			t.Errorf("Alive = %v, FindWrapper = %d; want true, %d", Alive(a.PID, s.LogPath), FindWrapper(s.LogPath), a.PID)
 		}
@@ -566,6 +567,7 @@ func TestAliveAndFindWrapper(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		waitExec(t, h.PID)
 		if !Alive(h.PID, s.LogPath) || FindWrapper(s.LogPath) != h.PID {
 			t.Errorf("Alive = %v, FindWrapper = %d; want true, %d", Alive(h.PID, s.LogPath), FindWrapper(s.LogPath), h.PID)
 		}
@@ -750,6 +752,17 @@ func waitStatus(t *testing.T, logPath, nonce string) {
 	eventually(t, "the status line", func() bool { _, ok := ReadStatusNonce(logPath, nonce); return ok })
 }
 
+// waitExec waits until the exec of process pid is through: Start returns
+// as the new program replaces the old, and for a moment after, the process's
+// command line reads empty.
+func waitExec(t *testing.T, pid int) {
+	t.Helper()
+	eventually(t, "the exec of process "+strconv.Itoa(pid), func() bool {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		return err != nil || len(b) > 0
+	})
+}
+
 // waitEnded waits for process pid to be a zombie or gone.
 func waitEnded(t *testing.T, pid int) {
 	t.Helper()
@@ -775,4 +788,92 @@ func readPID(t *testing.T, path string) int {
 		t.Fatal(err)
 	}
 	return pid
+}
+
+// The environment is as os/exec makes it: a variable set twice has its last
+// value (a task's env overrides rewind's), nil is rewind's own.
+func TestEnviron(t *testing.T) {
+	s := spec(t, "sh", "-c", `echo "$A $B"`)
+	s.Env = append(s.Env, "A=1", "B=1", "A=2", "bogus")
+	h, err := Start(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Wait(context.Background())
+	if b, _ := os.ReadFile(s.LogPath); !strings.HasPrefix(string(b), "2 1\n") {
+		t.Errorf("log %q; want the last value of A", b)
+	}
+	env, err := environ(Spec{Env: []string{"A=1", "B=2", "A=3", "", "C"}})
+	if err != nil || strings.Join(env, " ") != "B=2 A=3 C" {
+		t.Errorf("environ = %q, %v", env, err)
+	}
+	env, err = environ(Spec{Dir: "/tmp"})
+	if err != nil || env[len(env)-1] != "PWD=/tmp" || len(env) < len(os.Environ()) {
+		t.Errorf("environ = %q, %v; want rewind's environment with PWD=/tmp", env, err)
+	}
+	s.Env = []string{"A=\x00"}
+	if _, err := Start(s); err == nil {
+		t.Error("no error for a NUL in the environment")
+	}
+}
+
+// Waiting for an attempt holds no thread: a wait is a goroutine parked on
+// the attempt's pidfd, not a thread blocked in wait4 (as it is without
+// pidfds, which shows that the test sees such threads).
+func TestWaitHoldsNoThread(t *testing.T) {
+	if !pidfdWorks() {
+		t.Skip("no pidfds")
+	}
+	waiting := func(withPidfd bool) (blocked func() int, stop func()) {
+		if !withPidfd {
+			defer func(f func() bool) { pidfdWorks = f }(pidfdWorks)
+			pidfdWorks = func() bool { return false }
+		}
+		var hs []*Handle
+		var done []chan Result
+		for range 20 {
+			h, err := Start(spec(t, "sleep", "30"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := make(chan Result, 1)
+			go func() { c <- h.Wait(context.Background()) }()
+			hs, done = append(hs, h), append(done, c)
+		}
+		return threadsInWait, func() {
+			for _, h := range hs {
+				_ = syscall.Kill(-h.PID, syscall.SIGKILL)
+			}
+			for _, c := range done {
+				<-c
+			}
+		}
+	}
+	blocked, stop := waiting(false)
+	eventually(t, "threads blocked in wait4 without pidfds", func() bool { return blocked() > 0 })
+	stop()
+	eventually(t, "no thread blocked in wait4", func() bool { return threadsInWait() == 0 })
+
+	blocked, stop = waiting(true)
+	defer stop()
+	for range 20 {
+		if n := blocked(); n > 0 {
+			t.Fatalf("%d threads blocked in wait4", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// threadsInWait counts the threads of this process blocked in wait4 or
+// waitid.
+func threadsInWait() int {
+	tasks, _ := os.ReadDir("/proc/self/task")
+	n := 0
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/wchan")
+		if err == nil && string(b) == "do_wait" {
+			n++
+		}
+	}
+	return n
 }

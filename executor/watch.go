@@ -18,10 +18,12 @@ type watch struct {
 	pid   int
 	child bool
 	done  chan struct{} // closed once the process has ended (a child: reaped)
-	// status and rusage are a child's, once done.
-	status syscall.WaitStatus
-	rusage syscall.Rusage
-	pidfd  *os.File // nil without pidfds; closed once done
+	// status and rusage are a child's, once done, unless waitErr (the
+	// child was reaped by another, as when SIGCHLD is ignored).
+	status  syscall.WaitStatus
+	rusage  syscall.Rusage
+	waitErr error
+	pidfd   *os.File // nil without pidfds; closed once done
 	// start and logPath identify an adopted wrapper without a pidfd.
 	start   uint64
 	logPath string
@@ -85,11 +87,17 @@ func (w *watch) reap() {
 		}
 	}
 	for {
-		if _, err := syscall.Wait4(w.pid, &w.status, 0, &w.rusage); err != syscall.EINTR {
+		_, err := syscall.Wait4(w.pid, &w.status, 0, &w.rusage)
+		if err != syscall.EINTR {
+			w.waitErr = err
 			return
 		}
 	}
 }
+
+// waited reports whether the watch has the wait status of its process (a
+// child, once done).
+func (w *watch) waited() bool { return w.child && w.waitErr == nil }
 
 // finish marks the watch done, then closes its pidfd.
 func (w *watch) finish() {

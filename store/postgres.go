@@ -27,9 +27,11 @@ import (
 //   - every transition is a guarded UPDATE ... WHERE state IN (...)
 //     RETURNING: of two writers on one row the second waits, re-checks the
 //     guard on the committed row and touches nothing;
-//   - ClaimReady takes pg_advisory_xact_lock per pool (in name order), then
+//   - ClaimReady takes pg_advisory_xact_lock per pool (in key order), then
 //     counts the running attempts of the pool and claims: two claimers
 //     never exceed a pool;
+//   - a Fenced store reads its lease row FOR SHARE in every write
+//     transaction: a takeover waits until the fenced write has committed;
 //   - the guards that read a run's task instances (FinishRun, RequestCommit,
 //     CompleteCommit) read them FOR SHARE, so that a concurrent change to
 //     those task instances waits for the decision or the decision waits for
@@ -39,6 +41,12 @@ import (
 //
 // Serialization failures and deadlocks are retried for a single operation
 // and reported as ErrConflict inside InTx; unique violations are ErrConflict.
+//
+// database/sql rather than pgxpool: the backends then share the migration
+// runner, the scanning helpers and the shape of every operation, and the
+// pool, its health checks and its retries on a broken connection come with
+// database/sql; pgx still does the protocol, so arrays, error codes and the
+// statement cache are pgx's.
 type pgStore struct {
 	db    *sql.DB
 	where string // "postgres HOST/DB" for errors, without the password
@@ -88,7 +96,8 @@ func (s *pgStore) checkFenceInTx(ctx context.Context) (checked bool, err error) 
 var _ Store = (*pgStore)(nil)
 
 // Advisory lock keys: pg_advisory_xact_lock(pgLockSpace, key) with key a
-// small constant or hashtext of a name.
+// small constant or the FNV-32a hash of a name (pgPoolLockKey). Advisory
+// locks are per database, so two states on one server never contend.
 const (
 	pgLockSpace    = 0x52574e44 // "RWND"
 	pgLockMigrate  = 1
