@@ -33,8 +33,8 @@ func (e *engine) readUsage(ctx context.Context) error {
 			u.poolFill[r.Pool] += r.Running
 		}
 		u.pipeTasks[r.Pipeline] += r.Running + r.Queued
-		if def := e.o.Workspace.Pipeline(r.Pipeline); def != nil {
-			if t := def.Task(r.Task); t != nil {
+		if p := e.cache.pipes[r.Pipeline]; p != nil {
+			if t := p.def.Task(r.Task); t != nil {
 				for _, l := range t.Limits {
 					u.limitUsed[l] += r.Running + r.Queued
 				}

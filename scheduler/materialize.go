@@ -52,7 +52,7 @@ func Materialize(ctx context.Context, st store.Store, p MaterializeParams) (int,
 		tasks[i] = store.TaskSpec{Name: t.Name, Pool: t.Pool}
 	}
 	created := 0
-	batch := make([]store.RunSpec, 0, materializeBatch)
+	var batch []store.RunSpec // grows with what is due: most passes have nothing
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
