@@ -14,7 +14,12 @@ import (
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
+	"github.com/rewind-dev/rewind/store/pgtest"
 )
+
+// engineStateEnv, set to "postgres", runs every engine test that uses
+// newEnv on a fresh PostgreSQL database instead of SQLite (CI does both).
+const engineStateEnv = "REWIND_TEST_ENGINE_STATE"
 
 // env is one workspace and one state, in a temporary directory.
 type env struct {
@@ -37,12 +42,16 @@ func newEnv(t *testing.T, hcl string) *env {
 	if diags.HasErrors() {
 		t.Fatalf("load: %s", diags.Error())
 	}
-	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(dir, ".rewind", "state.db"))
+	state := "sqlite:" + filepath.Join(dir, ".rewind", "state.db")
+	if os.Getenv(engineStateEnv) == "postgres" {
+		state = pgtest.DSN(t)
+	}
+	st, err := store.Open(context.Background(), state)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return &env{t: t, dir: dir, st: st, ws: ws, home: filepath.Join(dir, ".rewind")}
+	return &env{t: t, dir: dir, st: st, ws: ws, home: filepath.Join(dir, ".rewind"), state: state}
 }
 
 func (e *env) run(o scheduler.Options) *scheduler.Summary {
