@@ -93,6 +93,9 @@ func (e *engine) supervise(pool string) {
 // release counts an attempt this process supervised as ended (its
 // process is gone); record then writes its outcome.
 func (e *engine) release(c completion) {
+	if code := c.res.ExitCode; code != nil && !c.res.Interrupted {
+		e.journal.put(c.attempt.Nonce, *code)
+	}
 	e.running--
 	if e.local[c.attempt.Pool]--; e.local[c.attempt.Pool] <= 0 {
 		e.local[c.attempt.Pool] = 0

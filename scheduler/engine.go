@@ -168,6 +168,10 @@ type engine struct {
 	epoch       int64
 	// pending are ended attempts whose outcomes the next batch records.
 	pending []completion
+	// journal keeps exit codes where a full disk cannot stop them
+	// (journal.go); journaled is what it held when this execution started.
+	journal   *journal
+	journaled map[string]int
 	// claimPipelines narrows claims to the selected pipelines (nil when
 	// every pipeline of the workspace is selected).
 	claimPipelines []string
@@ -234,6 +238,9 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	}
 	e.progress.Started = time.Now()
 	defer e.lakes.Close()
+	e.journal = openJournal(o.Home)
+	e.journaled = e.journal.read()
+	defer e.journal.close()
 	if e.epoch, err = e.st.Epoch(ctx); err != nil {
 		return nil, err
 	}

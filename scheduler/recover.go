@@ -123,6 +123,10 @@ func (e *engine) takeOver(ctx context.Context, a store.RunningAttempt, inScope b
 	if local {
 		if code, ok := executor.ReadStatusNonce(a.LogPath, a.Nonce); ok {
 			c.res, c.noStatus = executor.Result{ExitCode: &code}, false
+		} else if code, ok := e.journaled[a.Nonce]; ok && a.Nonce != "" {
+			// Its status never reached the log (a full disk), but the
+			// rewind that waited for it wrote it in the journal.
+			c.res, c.noStatus = executor.Result{ExitCode: &code}, false
 		}
 	}
 	if !inScope {
