@@ -406,9 +406,11 @@ pipeline "p" {
 
 // kill -9 during `backfill apply`, then `apply --resume ID`: the backfill
 // completes and no attempt that had started runs a second time.
-func TestBackfillKill9ThenResume(t *testing.T) {
+func TestBackfillKill9ThenResume(t *testing.T) { onBackends(t, testBackfillKill9ThenResume) }
+
+func testBackfillKill9ThenResume(t *testing.T, b backend) {
 	for i := range 3 {
-		w := newWorkspace(t, map[string]string{"main.hcl": markerPipeline})
+		w := b.workspace(t, map[string]string{"main.hcl": markerPipeline})
 		cmd := w.command("backfill", "apply", "p", "--start", "2025-07-01", "--end", "2025-07-30", "--quiet", "--now", "2025-08-01T00:00:00Z")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
