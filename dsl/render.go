@@ -63,9 +63,17 @@ func (t *Task) Render(rv RunVars, pv PoolVars) (*Command, error) {
 	}
 	pool := poolValue(pv)
 	ctx := runContext(t.ctx, runValue(rv, t.Pipeline, t.loc), &pool)
-	v, diags := t.command.Value(ctx)
-	if diags.HasErrors() {
-		return nil, fmt.Errorf("task %s: command: %w", t.Name, diags)
+	var v cty.Value
+	if script, ok, diags := renderShell(t.command, ctx); ok {
+		if diags.HasErrors() {
+			return nil, fmt.Errorf("task %s: command: %w", t.Name, diags)
+		}
+		v = cty.StringVal(script)
+	} else {
+		var diags hcl.Diagnostics
+		if v, diags = t.command.Value(ctx); diags.HasErrors() {
+			return nil, fmt.Errorf("task %s: command: %w", t.Name, diags)
+		}
 	}
 	argv, err := commandArgv(unmark(v))
 	if err != nil {
