@@ -235,7 +235,9 @@ func environ(spec Spec) ([]string, error) {
 // openLog creates (or truncates) an attempt's log, and its directory if
 // needed.
 func openLog(path string) (int, error) {
-	const flags = syscall.O_CREAT | syscall.O_WRONLY | syscall.O_TRUNC | syscall.O_APPEND | syscall.O_CLOEXEC
+	// O_NOFOLLOW: a symbolic link planted at a future log path is refused,
+	// never followed (its target would be truncated).
+	const flags = syscall.O_CREAT | syscall.O_WRONLY | syscall.O_TRUNC | syscall.O_APPEND | syscall.O_CLOEXEC | syscall.O_NOFOLLOW
 	fd, err := syscall.Open(path, flags, 0o644)
 	if err == syscall.ENOENT {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

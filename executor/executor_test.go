@@ -877,3 +877,23 @@ func threadsInWait() int {
 	}
 	return n
 }
+
+// A symbolic link planted at an attempt's log path is not followed: the
+// attempt does not start and the link's target is left as it was.
+func TestLogSymlinkNotFollowed(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "precious")
+	if err := os.WriteFile(target, []byte("keep me\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "a.log")
+	if err := os.Symlink(target, log); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Start(Spec{Argv: []string{"true"}, LogPath: log}); err == nil {
+		t.Fatal("started an attempt logging through a symbolic link")
+	}
+	if b, _ := os.ReadFile(target); string(b) != "keep me\n" {
+		t.Errorf("the link's target became %q", b)
+	}
+}
