@@ -80,10 +80,16 @@ func sortDiagnostics(diags hcl.Diagnostics) hcl.Diagnostics {
 // location is visible without colour. width 0 disables word wrapping.
 func WriteDiagnostics(w io.Writer, files map[string]*hcl.File, diags hcl.Diagnostics, color bool, width uint) {
 	tw := hcl.NewDiagnosticTextWriter(w, files, width, color)
-	for _, d := range diags {
+	shownN := 0
+	for i, d := range diags {
 		if d == nil {
 			continue
 		}
+		if shownN == MaxDiagnostics {
+			fmt.Fprintf(w, "\n... and %d more diagnostics, not shown (the first %d are above)\n", len(diags)-i, MaxDiagnostics)
+			return
+		}
+		shownN++
 		shown := *d
 		if d.Subject != nil {
 			shown.Summary = d.Subject.String() + ": " + d.Summary
@@ -148,13 +154,9 @@ func (l *loader) findFiles(path string) []string {
 func (l *loader) parseFiles(files []string) []hcl.Body {
 	var bodies []hcl.Body
 	for _, name := range files {
-		src, err := os.ReadFile(name)
-		if err != nil {
-			l.diags = append(l.diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Cannot read file",
-				Detail:   err.Error(),
-			})
+		src, diag := readSource(name)
+		if diag != nil {
+			l.diags = append(l.diags, diag)
 			continue
 		}
 		f, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
