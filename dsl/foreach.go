@@ -90,6 +90,10 @@ func (l *loader) expand(label string, forEach *hcl.Attribute, ctx *hcl.EvalConte
 			continue
 		}
 		name := instanceName(label, it.key)
+		if len(name) > MaxNameLength {
+			l.errorf(r, "Name too long", "The key %q makes the instance name %d characters long; at most %d are allowed (names become directory and file names of logs and run directories).", it.key, len(name), MaxNameLength)
+			continue
+		}
 		if prev, dup := names[name]; dup {
 			l.errorf(r, "Invalid for_each argument", "The keys %q and %q both generate the name %q.", prev, it.key, name)
 			continue

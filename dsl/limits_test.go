@@ -86,3 +86,24 @@ func TestDiagnosticsCapped(t *testing.T) {
 		t.Errorf("no count of the rest: %q", b.String()[len(b.String())-200:])
 	}
 }
+
+// A name that cannot be a file name is refused at load, with its place.
+func TestNameTooLong(t *testing.T) {
+	long := strings.Repeat("t", 300)
+	lines := map[string]int{"task": 4, "for_each": 5}
+	for name, src := range map[string]string{
+		"task":     `pipeline "p" {` + "\n" + `  schedule = "@daily"` + "\n" + `  start_date = "2025-07-01"` + "\n" + `  task "` + long + `" { command = "true" }` + "\n}\n",
+		"for_each": `pipeline "p" {` + "\n" + `  schedule = "@daily"` + "\n" + `  start_date = "2025-07-01"` + "\n" + `  task "t" {` + "\n" + `    for_each = toset(["` + long + `"])` + "\n" + `    command = "true"` + "\n  }\n}\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "p.hcl"), []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, diags := Load(dir, LoadOptions{})
+			if !diags.HasErrors() || diags[0].Summary != "Name too long" || diags[0].Subject == nil || diags[0].Subject.Start.Line != lines[name] {
+				t.Fatalf("diagnostics %v; want Name too long at line %d", diags, lines[name])
+			}
+		})
+	}
+}

@@ -256,13 +256,22 @@ func validName(name string) bool {
 	return true
 }
 
+// MaxNameLength bounds pipeline, task and pool names (for_each instances
+// included): they name directories and files of the state's logs and run
+// directories, and a file name holds at most 255 bytes.
+const MaxNameLength = 128
+
 func (l *loader) checkName(kind, name string, b *hcl.Block) bool {
-	if validName(name) {
-		return true
-	}
 	r := b.DefRange
 	if len(b.LabelRanges) > 0 {
 		r = b.LabelRanges[0]
+	}
+	if len(name) > MaxNameLength {
+		l.errorf(r, "Name too long", "The %s name is %d characters long; at most %d are allowed (names become directory and file names of logs and run directories).", kind, len(name), MaxNameLength)
+		return false
+	}
+	if validName(name) {
+		return true
 	}
 	l.errorf(r, "Invalid "+kind+" name", "%q is not a valid %s name: use letters, digits, underscores and dashes, starting with a letter or underscore.", name, kind)
 	return false
