@@ -20,6 +20,7 @@ type cache struct {
 	order  []*pipe
 	active []*runNode // admitted, unfinished
 	byTI   map[int64]*tiNode
+	byRun  map[int64]*runNode
 	// stale: the copy may differ from the store; reload before deciding.
 	stale bool
 }
@@ -69,7 +70,7 @@ type tiNode struct {
 }
 
 func newCache(e *engine, defs []*dsl.Pipeline) *cache {
-	c := &cache{e: e, pipes: map[string]*pipe{}, byTI: map[int64]*tiNode{}}
+	c := &cache{e: e, pipes: map[string]*pipe{}, byTI: map[int64]*tiNode{}, byRun: map[int64]*runNode{}}
 	for _, def := range defs {
 		p := &pipe{def: def, maxRuns: def.MaxActiveRuns}
 		if e.o.MaxActiveRuns > 0 {
@@ -177,16 +178,7 @@ func (p *pipe) hasWork() bool {
 }
 
 // run finds a loaded run by id.
-func (c *cache) run(id int64) *runNode {
-	for _, p := range c.order {
-		for _, r := range p.all {
-			if r.run.ID == id {
-				return r
-			}
-		}
-	}
-	return nil
-}
+func (c *cache) run(id int64) *runNode { return c.byRun[id] }
 
 // reload rebuilds the copy from the store. Attempts in flight are found
 // again by their task instance ids.
@@ -194,7 +186,7 @@ func (c *cache) reload(ctx context.Context) error {
 	for _, p := range c.order {
 		p.queued, p.all, p.activeRuns, p.activeFills = nil, nil, 0, 0
 	}
-	c.active, c.byTI, c.stale = nil, map[int64]*tiNode{}, false
+	c.active, c.byTI, c.byRun, c.stale = nil, map[int64]*tiNode{}, map[int64]*runNode{}, false
 	return c.load(ctx)
 }
 
@@ -228,20 +220,17 @@ func (c *cache) addRuns(p *pipe, runs []store.Run) {
 	if len(p.all) > 0 {
 		prev = p.all[len(p.all)-1]
 	}
-	loaded := map[int64]bool{}
-	for _, r := range p.all {
-		loaded[r.run.ID] = true
-	}
 	bf := c.e.o.Backfill
 	for _, r := range runs {
 		if r.Kind == store.KindBackfill && r.State != store.RunSuccess && r.State != store.RunFailed &&
 			(bf == nil || r.BackfillID != bf.ID) {
 			continue // another backfill's run: its apply runs it
 		}
-		if loaded[r.ID] {
+		if c.byRun[r.ID] != nil {
 			continue
 		}
 		n := c.node(p, r)
+		c.byRun[r.ID] = n
 		n.prev = prev
 		prev = n
 		p.all = append(p.all, n)
