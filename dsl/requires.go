@@ -1,19 +1,17 @@
 package dsl
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/rewind-dev/rewind/executor"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 )
@@ -215,42 +213,32 @@ func (r *Requirement) checkCommand(ctx context.Context, evalCtx *hcl.EvalContext
 		ctx = context.Background()
 	}
 	timeout := requirementTimeout
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, argv[0], argv[1:]...)
-	cmd.Dir = r.dir
-	cmd.Env = append(os.Environ(), dateEnv(rv, r.pipe, r.loc)...)
-	stderr := &limitedBuffer{max: requirementStderrLimit}
-	cmd.Stderr = stderr
-	// The check and whatever it starts form a process group, killed as a
-	// whole when the timeout passes or ctx is cancelled.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 2 * time.Second
-	err = cmd.Run()
-	var exitErr *exec.ExitError
+	o, err := executor.Run(ctx, executor.Command{
+		Argv:    argv,
+		Dir:     r.dir,
+		Env:     append(os.Environ(), dateEnv(rv, r.pipe, r.loc)...),
+		Capture: requirementStderrLimit,
+		Timeout: timeout,
+		Grace:   2 * time.Second,
+	})
 	switch {
-	case err == nil, errors.Is(err, exec.ErrWaitDelay) && cmd.ProcessState != nil && cmd.ProcessState.Success():
-		return nil
-	case ctx.Err() != nil:
-		return fmt.Errorf("command interrupted: %w", ctx.Err())
-	case errors.Is(cctx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("command did not finish within %s", timeout)
-	case cmd.Process == nil:
+	case err != nil:
 		return fmt.Errorf("command cannot start: %w", err)
-	case errors.As(err, &exitErr):
-		line := firstLine(stderr.String())
-		status := fmt.Sprintf("command exited %d", exitErr.ExitCode())
-		if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			status = "command killed by " + ws.Signal().String()
-		}
-		if line == "" {
-			return errors.New(status)
-		}
-		return fmt.Errorf("%s: %s", status, line)
-	default:
-		return fmt.Errorf("command: %w", err)
+	case o.Success():
+		return nil
+	case o.Interrupted:
+		return fmt.Errorf("command interrupted: %w", ctx.Err())
+	case o.TimedOut:
+		return fmt.Errorf("command did not finish within %s", timeout)
 	}
+	status := fmt.Sprintf("command exited %d", o.ExitCode)
+	if o.Signal != "" {
+		status = "command killed by " + o.Signal
+	}
+	if line := firstLine(string(o.Stderr)); line != "" {
+		return fmt.Errorf("%s: %s", status, line)
+	}
+	return errors.New(status)
 }
 
 // firstLine is the first non-blank line of s, trimmed.
@@ -262,25 +250,6 @@ func firstLine(s string) string {
 	}
 	return ""
 }
-
-// limitedBuffer keeps the first max bytes written to it and discards the rest.
-type limitedBuffer struct {
-	buf bytes.Buffer
-	max int
-}
-
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.buf.Len(); room > 0 {
-		if len(p) > room {
-			b.buf.Write(p[:room])
-		} else {
-			b.buf.Write(p)
-		}
-	}
-	return len(p), nil
-}
-
-func (b *limitedBuffer) String() string { return b.buf.String() }
 
 // DateEnv is the environment that describes one date of the pipeline to a
 // requires command: REWIND_PIPELINE, REWIND_DS, REWIND_DS_NODASH,

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/executor"
 )
 
 // poolLife is the life of a pool with setup and teardown commands during an
@@ -95,24 +95,17 @@ func (e *engine) teardowns(ctx context.Context, force bool) (time.Time, error) {
 // logs/pools/<pool>.<what>.log.
 func (e *engine) runPoolCommand(ctx context.Context, def *dsl.Pool, what string, c *dsl.Command) error {
 	logPath := filepath.Join(e.o.Home, "logs", "pools", def.Name+"."+what+".log")
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-		return err
-	}
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
-	cmd.Dir = c.Dir
-	cmd.Stdout, cmd.Stderr = logf, logf
 	v := def.Vars()
-	cmd.Env = append(os.Environ(), "REWIND_POOL="+v.Name, "REWIND_POOL_MEMORY="+sizeOrEmpty(v.Memory), "REWIND_POOL_CPUS="+sizeOrEmpty(int64(v.CPUs)))
+	env := append(os.Environ(), "REWIND_POOL="+v.Name, "REWIND_POOL_MEMORY="+sizeOrEmpty(v.Memory), "REWIND_POOL_CPUS="+sizeOrEmpty(int64(v.CPUs)))
 	for k, val := range c.Env {
-		cmd.Env = append(cmd.Env, k+"="+val)
+		env = append(env, k+"="+val)
 	}
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("pool %s %s: %w (see %s)", def.Name, what, err, logPath)
+	o, err := executor.Run(ctx, executor.Command{Argv: c.Argv, Dir: c.Dir, Env: env, LogPath: logPath, Grace: e.o.Grace})
+	if err != nil {
+		return fmt.Errorf("pool %s %s: %w", def.Name, what, err)
+	}
+	if !o.Success() {
+		return fmt.Errorf("pool %s %s %s (see %s)", def.Name, what, o.Describe(), logPath)
 	}
 	return nil
 }

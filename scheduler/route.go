@@ -1,11 +1,10 @@
 package scheduler
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/sourcegraph/conc/pool"
 
 	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/executor"
 	"github.com/rewind-dev/rewind/store"
 )
 
@@ -193,25 +193,41 @@ func probeOne(ctx context.Context, skew *dsl.Skew, rv dsl.RunVars) (float64, err
 	if err != nil {
 		return 0, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
-	cmd.Dir = c.Dir
-	cmd.Env = append(os.Environ(), TaskEnv(rv, dsl.PoolVars{}, "probe", 1)...)
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
-	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("probe of %s: %w", rv.LogicalDate.Format(dateOnly), err)
+	day := rv.LogicalDate.Format(dateOnly)
+	o, err := executor.Run(ctx, executor.Command{
+		Argv:    c.Argv,
+		Dir:     c.Dir,
+		Env:     append(os.Environ(), TaskEnv(rv, dsl.PoolVars{}, "probe", 1)...),
+		Timeout: probeTimeout,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("probe of %s: %w", day, err)
 	}
-	fields := strings.Fields(stdout.String())
+	if !o.Success() {
+		msg := fmt.Sprintf("probe of %s %s", day, o.Describe())
+		if line := lastLine(o.Stderr); line != "" {
+			msg += ": " + line
+		}
+		return 0, errors.New(msg)
+	}
+	fields := strings.Fields(string(o.Stdout))
 	if len(fields) == 0 {
-		return 0, fmt.Errorf("probe of %s printed nothing", rv.LogicalDate.Format(dateOnly))
+		return 0, fmt.Errorf("probe of %s printed nothing", day)
 	}
 	v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
 	if err != nil {
-		return 0, fmt.Errorf("probe of %s printed %q, not a number", rv.LogicalDate.Format(dateOnly), fields[len(fields)-1])
+		return 0, fmt.Errorf("probe of %s printed %q, not a number", day, fields[len(fields)-1])
 	}
 	return v, nil
+}
+
+// probeTimeout bounds one run of a skew probe.
+const probeTimeout = time.Minute
+
+// lastLine is the last non-blank line of b, trimmed.
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 func median(vals []float64) float64 {
