@@ -79,7 +79,6 @@ func sortDiagnostics(diags hcl.Diagnostics) hcl.Diagnostics {
 // is prefixed by the subject's position (file.hcl:LINE,COL-COL) so that the
 // location is visible without colour. width 0 disables word wrapping.
 func WriteDiagnostics(w io.Writer, files map[string]*hcl.File, diags hcl.Diagnostics, color bool, width uint) {
-	tw := hcl.NewDiagnosticTextWriter(w, files, width, color)
 	shownN := 0
 	for i, d := range diags {
 		if d == nil {
@@ -95,7 +94,7 @@ func WriteDiagnostics(w io.Writer, files map[string]*hcl.File, diags hcl.Diagnos
 			shown.Summary = d.Subject.String() + ": " + d.Summary
 		}
 		// A failed write to the terminal leaves nothing better to report it to.
-		_ = tw.WriteDiagnostic(&shown)
+		_ = hcl.NewDiagnosticTextWriter(w, snippetFiles(files, d), width, color).WriteDiagnostic(&shown)
 	}
 }
 
