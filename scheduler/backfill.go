@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/lake"
 	"github.com/rewind-dev/rewind/store"
 )
 
@@ -424,23 +425,30 @@ func (a *applier) validate(ctx context.Context) error {
 	return nil
 }
 
-// cutover fast-forwards each output's main to the backfill's branch in one
-// catalog commit and tags the old main pre_backfill_<ID>.
+// cutover makes the window's partitions of each output's main the
+// backfill branch's, in one catalog commit per output that tags the old main
+// pre_backfill_<ID>. It works on today's main: every other partition keeps
+// what main gained meanwhile (the nightly runs). A cutover repeated after a
+// crash finds its commit in main's history and does nothing.
 func (a *applier) cutover(ctx context.Context) error {
+	window := a.selectedDS()
 	for _, o := range a.def.Outputs {
 		lk, err := a.lakes.Get(ctx, o.Catalog)
 		if err != nil {
 			return err
 		}
-		if err := lk.FastForward(ctx, o.Table, "main", BranchName(a.b.ID), TagName(a.b.ID)); err != nil {
+		if _, err := lk.ReplaceWindow(ctx, o.Table, lake.MainBranch, BranchName(a.b.ID), window, TagName(a.b.ID),
+			"cutover:"+a.b.ID, map[string]string{"rewind.backfill": a.b.ID, "rewind.kind": "cutover"}); err != nil {
 			return fmt.Errorf("cutover of %s: %w", o.Table, err)
 		}
 	}
 	return nil
 }
 
-// RollbackBackfill moves main of each output of a backfill's pipeline back
-// to the snapshot tagged before its cutover.
+// RollbackBackfill restores, on main of each output of a backfill's
+// pipeline, the window's partitions as they were before its cutover (from
+// the pre_backfill_<ID> tag); the partitions outside the window, and the
+// nightly runs committed since the cutover, stay.
 func RollbackBackfill(ctx context.Context, st store.Store, ws *dsl.Workspace, id string) error {
 	b, err := st.GetBackfill(ctx, id)
 	if err != nil {
@@ -453,6 +461,16 @@ func RollbackBackfill(ctx context.Context, st store.Store, ws *dsl.Workspace, id
 	if len(def.Outputs) == 0 {
 		return fmt.Errorf("pipeline %s has no outputs: nothing to roll back", b.Pipeline)
 	}
+	var plan Plan
+	if err := json.Unmarshal([]byte(b.Plan), &plan); err != nil {
+		return fmt.Errorf("backfill %s: its plan: %w", id, err)
+	}
+	var window []string
+	for _, d := range plan.Dates {
+		if d.Action != "skip" {
+			window = append(window, d.DS)
+		}
+	}
 	lakes := NewLakes(ws)
 	defer lakes.Close()
 	for _, o := range def.Outputs {
@@ -460,11 +478,12 @@ func RollbackBackfill(ctx context.Context, st store.Store, ws *dsl.Workspace, id
 		if err != nil {
 			return err
 		}
-		if err := lk.Rollback(ctx, o.Table, "main", TagName(id)); err != nil {
+		if _, err := lk.ReplaceWindow(ctx, o.Table, lake.MainBranch, TagName(id), window, "",
+			"rollback:"+id, map[string]string{"rewind.backfill": id, "rewind.kind": "rollback"}); err != nil {
 			return fmt.Errorf("rollback of %s: %w", o.Table, err)
 		}
 	}
-	detail := "rolled back: main of every output is at " + TagName(id)
+	detail := fmt.Sprintf("rolled back: the %d dates of the window are on main as at %s; later dates kept", len(window), TagName(id))
 	return st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: id, Detail: &detail, Now: time.Now()})
 }
 

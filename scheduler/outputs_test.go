@@ -148,9 +148,11 @@ func TestOutputsValidationBlocksCutover(t *testing.T) {
 	}
 }
 
-// A commit to main between the backfill's branch write and its cutover is
-// detected: the cutover is refused, main keeps that commit, nothing is lost.
-func TestCutoverDetectsConcurrentCommit(t *testing.T) {
+// A commit to main between the backfill's branch write and its cutover (the
+// nightly run of a date outside the window) does not stop the cutover: the
+// window holds the backfill's data, the nightly date keeps its own, and a
+// rollback restores the window and keeps the nightly date.
+func TestCutoverKeepsConcurrentCommit(t *testing.T) {
 	e := newEnv(t, revenueHCL)
 	e.setFactor("1")
 	now := utc("2025-07-03T00:00:00Z")
@@ -180,15 +182,19 @@ func TestCutoverDetectsConcurrentCommit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}})
-	if !errors.Is(err, lake.ErrConcurrentCommit) || res.State != store.BackfillFailed {
-		t.Fatalf("apply: %v (%s); want the cutover refused for a concurrent commit", err, res.State)
+	if err != nil || res.State != store.BackfillSuccess {
+		t.Fatalf("apply: %v (%s); want the cutover to succeed over the nightly commit", err, res.State)
 	}
 	main := e.stats("main")
-	if main["2025-07-03"].Sums["amount_usd"] != 7 || main["2025-07-01"].Sums["amount_usd"] != 150 {
-		t.Errorf("main %+v; want the concurrent commit kept and the backfill not applied", main)
+	if main["2025-07-03"].Sums["amount_usd"] != 7 || math.Abs(main["2025-07-01"].Sums["amount_usd"]-151.5) > 1e-9 {
+		t.Errorf("main %+v; want the nightly commit kept (7) and the backfill's window (151.5)", main)
 	}
-	if got := e.stats(scheduler.BranchName(res.ID))["2025-07-01"].Sums["amount_usd"]; math.Abs(got-151.5) > 1e-9 {
-		t.Errorf("the branch holds %g; want 151.5", got)
+	if err := scheduler.RollbackBackfill(context.Background(), e.st, e.ws, res.ID); err != nil {
+		t.Fatal(err)
+	}
+	main = e.stats("main")
+	if main["2025-07-03"].Sums["amount_usd"] != 7 || main["2025-07-01"].Sums["amount_usd"] != 150 {
+		t.Errorf("after rollback main %+v; want the window restored (150) and the nightly date kept (7)", main)
 	}
 }
 
