@@ -5,8 +5,9 @@
 // a single Iceberg commit (so re-running a date never duplicates its rows),
 // writes backfills to a branch beside main, reads per-date row counts and
 // column sums so a backfill can be validated against main, cuts main over to
-// the branch in one atomic catalog commit that also tags the old main, rolls
-// main back to such a tag, and expires the tags, branches and snapshots that
+// the branch by replacing the window's partitions on today's main in one
+// atomic catalog commit that also tags the old main, restores a window
+// from such a tag, and expires the tags, branches and snapshots that
 // are past their retention.
 //
 // The catalog is either a SQLite file with a local warehouse directory (the

@@ -33,7 +33,7 @@ const (
 	PhaseWatermark = "reset_watermarks"   // this pipeline's and its consumers'
 	PhaseRun       = "run"                // the dates, as runs of kind backfill
 	PhaseValidate  = "validate"           // the outputs' branch against main, per date
-	PhaseCutover   = "cutover"            // main fast-forwarded to the branch, old main tagged
+	PhaseCutover   = "cutover"            // the window's partitions of main replaced by the branch's, old main tagged
 	PhaseRebuild   = "rebuild_downstream" // the consumers' affected dates
 	PhaseReport    = "report"             // .rewind/backfills/ID.md and notify blocks
 	PhaseDone      = "done"
