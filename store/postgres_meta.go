@@ -415,12 +415,27 @@ func (s *pgStore) ReprocessRuns(ctx context.Context, p ReprocessRunsParams) (int
 	for i, st := range p.States {
 		states[i] = string(st)
 	}
+	tasks := p.Tasks
+	if tasks == nil {
+		tasks = []string{}
+	}
+	// The runs taken: in the window and the states, not already the
+	// backfill's own ($1 is the backfill).
+	const where = `pipeline = $2 AND logical_unix BETWEEN $3 AND $4 AND state = ANY($5::text[])
+		AND (backfill_id IS NULL OR backfill_id <> $1)`
 	n := 0
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		// Their task instances first, while the runs still match.
+		if _, err := tx.ExecContext(ctx, `
+			UPDATE task_instances SET state = 'scheduled', failures = 0, next_try_at = NULL, updated_at = $6
+			WHERE state <> 'running' AND (cardinality($7::text[]) = 0 OR task = ANY($7::text[]))
+			AND run_id IN (SELECT id FROM runs WHERE `+where+`)`,
+			p.BackfillID, p.Pipeline, nanos(p.From), nanos(p.To), states, nullNanos(p.Now), tasks); err != nil {
+			return fmt.Errorf("store: reprocess task instances of %s: %w", p.Pipeline, err)
+		}
 		res, err := tx.ExecContext(ctx, `
 			UPDATE runs SET kind = 'backfill', backfill_id = $1, state = 'queued', started_at = NULL, ended_at = NULL
-			WHERE pipeline = $2 AND logical_unix BETWEEN $3 AND $4 AND state = ANY($5::text[])`,
-			p.BackfillID, p.Pipeline, nanos(p.From), nanos(p.To), states)
+			WHERE `+where, p.BackfillID, p.Pipeline, nanos(p.From), nanos(p.To), states)
 		if err != nil {
 			return fmt.Errorf("store: reprocess runs of %s: %w", p.Pipeline, err)
 		}
@@ -429,14 +444,6 @@ func (s *pgStore) ReprocessRuns(ctx context.Context, p ReprocessRunsParams) (int
 			return fmt.Errorf("store: reprocess runs of %s: %w", p.Pipeline, err)
 		}
 		n = int(c)
-		if _, err := tx.ExecContext(ctx, `
-			UPDATE task_instances SET state = 'scheduled', failures = 0, next_try_at = NULL, updated_at = $1
-			WHERE state <> 'running' AND run_id IN (
-				SELECT id FROM runs WHERE pipeline = $2 AND backfill_id = $3 AND state = 'queued'
-				AND logical_unix BETWEEN $4 AND $5)`,
-			nullNanos(p.Now), p.Pipeline, p.BackfillID, nanos(p.From), nanos(p.To)); err != nil {
-			return fmt.Errorf("store: reprocess task instances of %s: %w", p.Pipeline, err)
-		}
 		return pgBumpEpoch(ctx, tx)
 	})
 	return n, err

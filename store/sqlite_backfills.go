@@ -162,14 +162,32 @@ func (s *sqliteStore) ReprocessRuns(ctx context.Context, p ReprocessRunsParams) 
 	}
 	n := 0
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		states := make([]any, len(p.States))
-		for i, st := range p.States {
-			states[i] = string(st)
+		// The runs taken: in the window and the states, not already the
+		// backfill's own.
+		where := `pipeline = ? AND logical_unix BETWEEN ? AND ? AND state IN (` + placeholders(len(p.States)) +
+			`) AND (backfill_id IS NULL OR backfill_id <> ?)`
+		args := []any{p.Pipeline, nanos(p.From), nanos(p.To)}
+		for _, st := range p.States {
+			args = append(args, string(st))
 		}
-		args := append([]any{p.BackfillID, p.Pipeline, nanos(p.From), nanos(p.To)}, states...)
+		args = append(args, p.BackfillID)
+		// Their task instances first, while the runs still match.
+		tiArgs := append([]any{nullNanos(p.Now)}, args...)
+		byName := ""
+		if len(p.Tasks) > 0 {
+			byName = ` AND task IN (` + placeholders(len(p.Tasks)) + `)`
+			for _, name := range p.Tasks {
+				tiArgs = append(tiArgs, name)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `
+			UPDATE task_instances SET state = 'scheduled', failures = 0, next_try_at = NULL, updated_at = ?
+			WHERE state <> 'running' AND run_id IN (SELECT id FROM runs WHERE `+where+`)`+byName, tiArgs...); err != nil {
+			return fmt.Errorf("store: reprocess task instances of %s: %w", p.Pipeline, err)
+		}
 		res, err := tx.ExecContext(ctx, `
 			UPDATE runs SET kind = 'backfill', backfill_id = ?, state = 'queued', started_at = NULL, ended_at = NULL
-			WHERE pipeline = ? AND logical_unix BETWEEN ? AND ? AND state IN (`+placeholders(len(states))+`)`, args...)
+			WHERE `+where, append([]any{p.BackfillID}, args...)...)
 		if err != nil {
 			return fmt.Errorf("store: reprocess runs of %s: %w", p.Pipeline, err)
 		}
@@ -178,14 +196,6 @@ func (s *sqliteStore) ReprocessRuns(ctx context.Context, p ReprocessRunsParams) 
 			return fmt.Errorf("store: reprocess runs of %s: %w", p.Pipeline, err)
 		}
 		n = int(c)
-		if _, err := tx.ExecContext(ctx, `
-			UPDATE task_instances SET state = 'scheduled', failures = 0, next_try_at = NULL, updated_at = ?
-			WHERE state <> 'running' AND run_id IN (
-				SELECT id FROM runs WHERE pipeline = ? AND backfill_id = ? AND state = 'queued'
-				AND logical_unix BETWEEN ? AND ?)`,
-			nullNanos(p.Now), p.Pipeline, p.BackfillID, nanos(p.From), nanos(p.To)); err != nil {
-			return fmt.Errorf("store: reprocess task instances of %s: %w", p.Pipeline, err)
-		}
 		if err := bumpEpoch(ctx, tx); err != nil {
 			return fmt.Errorf("store: reprocess runs of %s: %w", p.Pipeline, err)
 		}

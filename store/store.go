@@ -522,12 +522,16 @@ type (
 	// dates in [From, To] and a state in States to a backfill: kind backfill,
 	// the backfill's id, state queued, and every task instance that is not
 	// running (queued ones included) back to scheduled with a fresh retry
-	// budget.
+	// budget. The backfill's own runs are never taken again: a resumed
+	// backfill does not re-run what it finished. With Tasks, only the task
+	// instances of those tasks go back to scheduled (a restatement of some
+	// tasks: the others keep their outcome).
 	ReprocessRunsParams struct {
 		Pipeline   string
 		BackfillID string
 		From, To   time.Time
 		States     []RunState
+		Tasks      []string // nil: every task
 		Now        time.Time
 	}
 	// SetWatermarkParams sets a pipeline's watermark; a zero LogicalDate

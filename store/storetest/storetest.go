@@ -87,6 +87,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"FinishRunGuard", testFinishRunGuard},
 		{"ClearTasksClearsQueued", testClearQueued},
 		{"ReprocessRunsResetsQueued", testReprocessQueued},
+		{"ReprocessRunsLeavesItsOwn", testReprocessOwn},
+		{"ReprocessRunsOfSomeTasks", testReprocessTasks},
 		{"Owners", testOwners},
 		{"RecoveryOfALostOwner", testRecoveryOfLostOwner},
 		{"LeaseGeneration", testLeaseGeneration},
@@ -2386,6 +2388,72 @@ func testReprocessQueued(t *testing.T, st store.Store) {
 	got := listRuns(t, st, store.ListRunsParams{Pipelines: []string{"p"}, WithTasks: true})
 	if s := states(got); fmt.Sprint(s) != "[07-01:queued:scheduled,running,scheduled]" {
 		t.Errorf("after reprocess: %v; want the queued and failed ones scheduled, the running one kept", s)
+	}
+}
+
+// A backfill never takes its own runs again (its resume does not re-run what
+// it finished), while another backfill takes them.
+func testReprocessOwn(t *testing.T, st store.Store) {
+	runs := materialize(t, st, "p", store.KindScheduled, daily(time.UTC, date(2025, 7, 1), 2), "t")
+	all := []store.RunState{store.RunFailed, store.RunSuccess}
+	for _, r := range runs {
+		runTask(t, st, r.Tasks[0].ID, store.AttemptSuccess, store.TaskSuccess)
+		finishRun(t, st, r.ID, store.RunSuccess)
+	}
+	reprocess := func(id string) int {
+		n, err := st.ReprocessRuns(ctx, store.ReprocessRunsParams{Pipeline: "p", BackfillID: id, From: date(2025, 7, 1), To: date(2025, 7, 2), States: all, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := reprocess("bf1"); n != 2 {
+		t.Fatalf("bf1 took %d runs, want 2", n)
+	}
+	got := listRuns(t, st, store.ListRunsParams{Pipelines: []string{"p"}, WithTasks: true})
+	runTask(t, st, got[0].Tasks[0].ID, store.AttemptSuccess, store.TaskSuccess)
+	finishRun(t, st, got[0].ID, store.RunSuccess)
+	// bf1 resumed: its finished 07-01 stays finished, its queued 07-02 too.
+	if n := reprocess("bf1"); n != 0 {
+		t.Fatalf("bf1 took %d of its own runs again", n)
+	}
+	got = listRuns(t, st, store.ListRunsParams{Pipelines: []string{"p"}, WithTasks: true})
+	if s := states(got); fmt.Sprint(s) != "[07-01:success:success 07-02:queued:scheduled]" {
+		t.Fatalf("after bf1's resume: %v", s)
+	}
+	// A later backfill takes the finished one.
+	if n := reprocess("bf2"); n != 1 {
+		t.Fatalf("bf2 took %d runs, want 1", n)
+	}
+}
+
+// With Tasks, only those task instances run again; the others keep their
+// success.
+func testReprocessTasks(t *testing.T, st store.Store) {
+	runs := materialize(t, st, "p", store.KindScheduled, daily(time.UTC, date(2025, 7, 1), 1), "a", "b", "c")
+	r := runs[0]
+	for _, name := range []string{"a", "b", "c"} {
+		runTask(t, st, task(t, r, name).ID, store.AttemptSuccess, store.TaskSuccess)
+	}
+	finishRun(t, st, r.ID, store.RunSuccess)
+	n, err := st.ReprocessRuns(ctx, store.ReprocessRunsParams{Pipeline: "p", BackfillID: "bf1", From: date(2025, 7, 1), To: date(2025, 7, 1),
+		States: []store.RunState{store.RunSuccess}, Tasks: []string{"b", "c"}, Now: now})
+	if err != nil || n != 1 {
+		t.Fatalf("ReprocessRuns = %d, %v", n, err)
+	}
+	got := listRuns(t, st, store.ListRunsParams{Pipelines: []string{"p"}, WithTasks: true})
+	if s := states(got); fmt.Sprint(s) != "[07-01:queued:success,scheduled,scheduled]" {
+		t.Errorf("after reprocess of b and c: %v", s)
+	}
+}
+
+func finishRun(t *testing.T, st store.Store, id int64, state store.RunState) {
+	t.Helper()
+	if err := st.AdmitRun(ctx, store.AdmitRunParams{RunID: id, Now: now}); err != nil && !errors.Is(err, store.ErrConflict) {
+		t.Fatal(err)
+	}
+	if err := st.FinishRun(ctx, store.FinishRunParams{RunID: id, State: state, Now: now}); err != nil {
+		t.Fatal(err)
 	}
 }
 
