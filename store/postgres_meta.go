@@ -387,6 +387,12 @@ func (s *pgStore) UpdateBackfill(ctx context.Context, p UpdateBackfillParams) er
 	if p.Paused != nil {
 		sets = append(sets, "paused = "+args.add(strings.Join(p.Paused, ",")))
 	}
+	if p.OnHold != nil {
+		sets = append(sets, "on_hold = "+args.add(pgBool(*p.OnHold)))
+	}
+	if p.RolledBack != nil {
+		sets = append(sets, "rolled_back = "+args.add(pgBool(*p.RolledBack)))
+	}
 	q := "UPDATE backfills SET " + strings.Join(sets, ", ") + " WHERE id = " + args.add(p.ID)
 	return s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, q, args...)

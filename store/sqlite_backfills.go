@@ -61,7 +61,7 @@ func (s *sqliteStore) CreateBackfill(ctx context.Context, b Backfill) error {
 }
 
 const backfillColumns = `id, pipeline, from_date, to_date, reprocess, reverse, max_active_runs, state, phase,
-	detail, paused, plan, created_at, updated_at`
+	detail, paused, plan, created_at, updated_at, on_hold, rolled_back`
 
 func scanBackfill(row interface{ Scan(...any) error }) (Backfill, error) {
 	var (
@@ -71,7 +71,7 @@ func scanBackfill(row interface{ Scan(...any) error }) (Backfill, error) {
 		created, updated sql.NullInt64
 	)
 	if err := row.Scan(&b.ID, &b.Pipeline, &from, &to, &b.Reprocess, &b.Reverse, &b.MaxActiveRuns, &state,
-		&b.Phase, &b.Detail, &paused, &b.Plan, &created, &updated); err != nil {
+		&b.Phase, &b.Detail, &paused, &b.Plan, &created, &updated, &b.OnHold, &b.RolledBack); err != nil {
 		return Backfill{}, err
 	}
 	var err error
@@ -135,6 +135,12 @@ func (s *sqliteStore) UpdateBackfill(ctx context.Context, p UpdateBackfillParams
 	}
 	if p.Paused != nil {
 		sets, args = append(sets, "paused = ?"), append(args, strings.Join(p.Paused, ","))
+	}
+	if p.OnHold != nil {
+		sets, args = append(sets, "on_hold = ?"), append(args, *p.OnHold)
+	}
+	if p.RolledBack != nil {
+		sets, args = append(sets, "rolled_back = ?"), append(args, *p.RolledBack)
 	}
 	return s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, "UPDATE backfills SET "+strings.Join(sets, ", ")+" WHERE id = ?", append(args, p.ID)...)

@@ -299,8 +299,12 @@ type Backfill struct {
 	Detail        string   // what the last phase found (e.g. missing sources)
 	Paused        []string // consumers this backfill paused
 	Plan          string   // the plan, as JSON
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	// OnHold: paused by `backfill pause`: it starts nothing new.
+	OnHold bool
+	// RolledBack: `backfill rollback` restored main's window from the tag.
+	RolledBack bool
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 // Params of each operation.
@@ -516,7 +520,10 @@ type (
 		Phase  string
 		Detail *string
 		Paused []string // nil keeps
-		Now    time.Time
+		// OnHold and RolledBack, when not nil, set those flags.
+		OnHold     *bool
+		RolledBack *bool
+		Now        time.Time
 	}
 	// ReprocessRunsParams hands the existing runs of a pipeline with logical
 	// dates in [From, To] and a state in States to a backfill: kind backfill,

@@ -1726,8 +1726,21 @@ func testBackfills(t *testing.T, st store.Store) {
 	if err := st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: "bf1", State: store.BackfillSuccess, Now: now}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := st.GetBackfill(ctx, "bf1"); got.State != store.BackfillSuccess || got.Phase != "verify" {
-		t.Errorf("after update: %s at %s; want success, phase kept", got.State, got.Phase)
+	if got, _ := st.GetBackfill(ctx, "bf1"); got.State != store.BackfillSuccess || got.Phase != "verify" || got.OnHold || got.RolledBack {
+		t.Errorf("after update: %s at %s, on hold %v, rolled back %v; want success, phase kept", got.State, got.Phase, got.OnHold, got.RolledBack)
+	}
+	yes, no := true, false
+	if err := st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: "bf1", OnHold: &yes, RolledBack: &yes, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.GetBackfill(ctx, "bf1"); !got.OnHold || !got.RolledBack || got.State != store.BackfillSuccess {
+		t.Errorf("after hold and rollback: %+v", got)
+	}
+	if err := st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: "bf1", OnHold: &no, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.GetBackfill(ctx, "bf1"); got.OnHold || !got.RolledBack {
+		t.Errorf("after unhold: %+v", got)
 	}
 	_, err = st.GetBackfill(ctx, "nope")
 	wantErr(t, "unknown backfill", err, store.ErrNotFound)
