@@ -89,6 +89,9 @@ func (e *engine) pass(ctx context.Context) (passResult, error) {
 			}
 			if !d.complete {
 				kept = append(kept, r)
+				if r.run.Kind == store.KindBackfill && e.o.Backfill.held() {
+					continue // on hold: its running attempts finish, nothing new starts
+				}
 				for _, n := range d.ready {
 					ok, err := e.producersReady(ctx, r, now)
 					if err != nil {
@@ -154,14 +157,18 @@ func (e *engine) pass(ctx context.Context) (passResult, error) {
 // admit moves queued runs to running, oldest first, up to max_active_runs
 // (backfill runs up to their own), for pipelines that are not paused.
 func (e *engine) admit(ctx context.Context, now time.Time) error {
+	bf := e.o.Backfill
 	for _, p := range e.cache.order {
-		if p.paused {
+		// A paused pipeline admits only the runs of a backfill applied
+		// with --include-paused.
+		onlyFills := p.paused && bf != nil && bf.IncludePaused && bf.Pipeline == p.def.Name
+		if p.paused && !onlyFills {
 			continue
 		}
 		kept := p.queued[:0]
 		for i, n := range p.queued {
 			fill := n.run.Kind == store.KindBackfill
-			if (fill && p.activeFills >= p.maxFills) || (!fill && p.activeRuns >= p.maxRuns) {
+			if (fill && (p.activeFills >= p.maxFills || bf.held())) || (!fill && (p.activeRuns >= p.maxRuns || onlyFills)) {
 				kept = append(kept, n)
 				continue
 			}

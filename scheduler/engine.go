@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sourcegraph/conc"
@@ -92,7 +93,17 @@ type BackfillRun struct {
 	Pipeline      string
 	MaxActiveRuns int  // 0: the pipeline's max_active_runs
 	Reverse       bool // newest logical date first
+	// IncludePaused runs the backfill's runs although the pipeline is
+	// paused (its scheduled runs stay paused).
+	IncludePaused bool
+	// Hold, while true, starts nothing new of the backfill (backfill
+	// pause): running attempts finish, and the execution waits for Hold to
+	// be false again instead of ending.
+	Hold *atomic.Bool
 }
+
+// held reports whether the backfill is on hold.
+func (b *BackfillRun) held() bool { return b != nil && b.Hold != nil && b.Hold.Load() }
 
 // Progress counts the runs of one execution.
 type Progress struct {
@@ -390,7 +401,7 @@ func (e *engine) loop(ctx context.Context) error {
 		if !stopping {
 			e.report()
 		}
-		idle := e.running == 0 && e.commits.idle() && (stopping || (p.nextRetry.IsZero() && len(e.foreign) == 0))
+		idle := e.running == 0 && e.commits.idle() && (stopping || (p.nextRetry.IsZero() && len(e.foreign) == 0 && !e.waitsForUnhold()))
 		teardown, err := e.teardowns(bg, idle && stopping)
 		if err != nil {
 			e.log.Error("pool teardown failed", "error", err)
@@ -440,6 +451,27 @@ func (e *engine) loop(ctx context.Context) error {
 			timer.Stop()
 		}
 	}
+}
+
+// waitsForUnhold reports whether the execution's backfill is on hold with
+// runs left: it then waits for backfill unpause rather than ending.
+func (e *engine) waitsForUnhold() bool {
+	if !e.o.Backfill.held() {
+		return false
+	}
+	for _, r := range e.cache.active {
+		if !r.done && r.run.BackfillID == e.o.Backfill.ID {
+			return true
+		}
+	}
+	for _, p := range e.cache.order {
+		for _, r := range p.queued {
+			if r.run.BackfillID == e.o.Backfill.ID {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // fatal stops the execution after an error of the state: nothing new
