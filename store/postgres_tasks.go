@@ -314,18 +314,35 @@ func (s *pgStore) ClearTasks(ctx context.Context, p ClearTasksParams) (int, erro
 	}
 	args := pgArgs{nullNanos(p.Now), p.Pipeline, states}
 	cond := "r.pipeline = $2 AND ti.state = ANY($3::text[])"
+	win := ""
 	if !p.From.IsZero() {
-		cond += " AND r.logical_unix >= " + args.add(nanos(p.From))
+		ph := args.add(nanos(p.From))
+		cond += " AND r.logical_unix >= " + ph
+		win += " AND logical_unix >= " + ph
 	}
 	if !p.To.IsZero() {
-		cond += " AND r.logical_unix <= " + args.add(nanos(p.To))
+		ph := args.add(nanos(p.To))
+		cond += " AND r.logical_unix <= " + ph
+		win += " AND logical_unix <= " + ph
 	}
 	if p.Task != "" {
 		cond += " AND ti.task = " + args.add(p.Task)
 	}
+	// As in SQLite: the runs of backfills that no longer run, without a
+	// live attempt, go back to their pipeline.
+	detach := `pipeline = $2` + win + ` AND kind = 'backfill' AND backfill_id <> ''
+		AND backfill_id NOT IN (SELECT id FROM backfills WHERE state = 'running')
+		AND NOT EXISTS (SELECT 1 FROM task_instances ti WHERE ti.run_id = runs.id AND ti.state = 'running')
+		AND (state IN ('queued', 'running') OR id IN (
+			SELECT ti.run_id FROM task_instances ti JOIN runs r ON r.id = ti.run_id WHERE ` + cond + `))`
 	cleared := 0
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		cleared = 0
+		var waiting int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM task_instances WHERE state = 'scheduled'
+			AND run_id IN (SELECT id FROM runs WHERE `+detach+`) AND $1::bigint IS NOT DISTINCT FROM $1`, args...).Scan(&waiting); err != nil {
+			return fmt.Errorf("store: clear tasks %s: %w", p.Pipeline, err)
+		}
 		rows, err := tx.QueryContext(ctx, `
 			UPDATE task_instances SET state = 'scheduled', failures = 0, next_try_at = NULL, updated_at = $1
 			WHERE id IN (SELECT ti.id FROM task_instances ti JOIN runs r ON r.id = ti.run_id WHERE `+cond+`)
@@ -359,6 +376,21 @@ func (s *pgStore) ClearTasks(ctx context.Context, p ClearTasksParams) (int, erro
 				return fmt.Errorf("store: clear tasks %s: runs: %w", p.Pipeline, err)
 			}
 		}
+		if _, err := tx.ExecContext(ctx, `
+			UPDATE task_instances SET state = 'scheduled', updated_at = $1 WHERE state = 'queued'
+			AND run_id IN (SELECT id FROM runs WHERE `+detach+`)`, args...); err != nil {
+			return fmt.Errorf("store: clear tasks %s: runs of backfills: %w", p.Pipeline, err)
+		}
+		if _, err := tx.ExecContext(ctx, `
+			UPDATE runs SET kind = 'scheduled', backfill_id = '', state = 'queued'
+			WHERE state IN ('queued', 'running') AND `+detach+` AND $1::bigint IS NOT DISTINCT FROM $1`, args...); err != nil {
+			return fmt.Errorf("store: clear tasks %s: runs of backfills: %w", p.Pipeline, err)
+		}
+		if _, err := tx.ExecContext(ctx, `
+			UPDATE runs SET kind = 'scheduled', backfill_id = '' WHERE `+detach+` AND $1::bigint IS NOT DISTINCT FROM $1`, args...); err != nil {
+			return fmt.Errorf("store: clear tasks %s: runs of backfills: %w", p.Pipeline, err)
+		}
+		cleared += waiting
 		if err := pgBumpEpoch(ctx, tx); err != nil {
 			return fmt.Errorf("store: clear tasks %s: %w", p.Pipeline, err)
 		}

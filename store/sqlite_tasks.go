@@ -297,7 +297,9 @@ func (s *sqliteStore) FindAttempt(ctx context.Context, p FindAttemptParams) (Att
 // transaction. A run that is still running stays running: it is admitted
 // already and the scheduler picks the cleared tasks up. Queued task
 // instances are cleared too (no process has them); running or already
-// scheduled ones are left alone.
+// scheduled ones are left alone. A run of a backfill that no longer runs is
+// handed back to its pipeline (kind scheduled, no backfill): cleared, it
+// commits to main, and one left queued is not held for good.
 func (s *sqliteStore) ClearTasks(ctx context.Context, p ClearTasksParams) (int, error) {
 	states := []any{"queued", "success", "failed", "up_for_retry", "upstream_failed", "skipped"}
 	if p.OnlyFailed {
@@ -317,9 +319,35 @@ func (s *sqliteStore) ClearTasks(ctx context.Context, p ClearTasksParams) (int, 
 		cond += " AND ti.task = ?"
 		args = append(args, p.Task)
 	}
+	// A run of a backfill that no longer runs (failed, cancelled, done)
+	// becomes the pipeline's own: `rewind run` executes it and it commits
+	// to main. That way out works for every such run without a live
+	// attempt, queued ones included (their waiting task instances count as
+	// cleared).
+	detach := `pipeline = ?`
+	detachArgs := []any{p.Pipeline}
+	if !p.From.IsZero() {
+		detach += " AND logical_unix >= ?"
+		detachArgs = append(detachArgs, nanos(p.From))
+	}
+	if !p.To.IsZero() {
+		detach += " AND logical_unix <= ?"
+		detachArgs = append(detachArgs, nanos(p.To))
+	}
+	detach += ` AND kind = 'backfill' AND backfill_id <> ''
+		AND backfill_id NOT IN (SELECT id FROM backfills WHERE state = 'running')
+		AND NOT EXISTS (SELECT 1 FROM task_instances ti WHERE ti.run_id = runs.id AND ti.state = 'running')
+		AND (state IN ('queued', 'running') OR id IN (
+			SELECT ti.run_id FROM task_instances ti JOIN runs r ON r.id = ti.run_id WHERE ` + cond + `))`
+	detachArgs = append(detachArgs, args...)
 	cleared := 0
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		now := nullNanos(p.Now)
+		var waiting int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM task_instances WHERE state = 'scheduled'
+			AND run_id IN (SELECT id FROM runs WHERE `+detach+`)`, detachArgs...).Scan(&waiting); err != nil {
+			return fmt.Errorf("store: clear tasks %s: %w", p.Pipeline, err)
+		}
 		if _, err := tx.ExecContext(ctx, `
 			UPDATE runs SET state = 'queued', started_at = NULL, ended_at = NULL
 			WHERE state IN ('success', 'failed') AND id IN (
@@ -339,6 +367,21 @@ func (s *sqliteStore) ClearTasks(ctx context.Context, p ClearTasksParams) (int, 
 			return fmt.Errorf("store: clear tasks %s: %w", p.Pipeline, err)
 		}
 		cleared = int(n)
+		if _, err := tx.ExecContext(ctx, `
+			UPDATE task_instances SET state = 'scheduled', updated_at = ? WHERE state = 'queued'
+			AND run_id IN (SELECT id FROM runs WHERE `+detach+`)`, append([]any{now}, detachArgs...)...); err != nil {
+			return fmt.Errorf("store: clear tasks %s: runs of backfills: %w", p.Pipeline, err)
+		}
+		if _, err := tx.ExecContext(ctx, `
+			UPDATE runs SET kind = 'scheduled', backfill_id = '', state = 'queued'
+			WHERE state IN ('queued', 'running') AND `+detach, detachArgs...); err != nil {
+			return fmt.Errorf("store: clear tasks %s: runs of backfills: %w", p.Pipeline, err)
+		}
+		if _, err := tx.ExecContext(ctx, `
+			UPDATE runs SET kind = 'scheduled', backfill_id = '' WHERE `+detach, detachArgs...); err != nil {
+			return fmt.Errorf("store: clear tasks %s: runs of backfills: %w", p.Pipeline, err)
+		}
+		cleared += waiting
 		if err := bumpEpoch(ctx, tx); err != nil {
 			return fmt.Errorf("store: clear tasks %s: %w", p.Pipeline, err)
 		}

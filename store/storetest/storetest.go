@@ -88,6 +88,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClearTasksClearsQueued", testClearQueued},
 		{"ReprocessRunsResetsQueued", testReprocessQueued},
 		{"ReprocessRunsLeavesItsOwn", testReprocessOwn},
+		{"ClearHandsBackRunsOfStoppedBackfills", testClearDetaches},
 		{"ReprocessRunsOfSomeTasks", testReprocessTasks},
 		{"Owners", testOwners},
 		{"RecoveryOfALostOwner", testRecoveryOfLostOwner},
@@ -2457,6 +2458,48 @@ func testReprocessTasks(t *testing.T, st store.Store) {
 	got := listRuns(t, st, store.ListRunsParams{Pipelines: []string{"p"}, WithTasks: true})
 	if s := states(got); fmt.Sprint(s) != "[07-01:queued:success,scheduled,scheduled]" {
 		t.Errorf("after reprocess of b and c: %v", s)
+	}
+}
+
+// Clearing the runs of a backfill that no longer runs hands them back to
+// their pipeline, queued ones included; a run with a live attempt, or of a
+// running backfill, stays the backfill's.
+func testClearDetaches(t *testing.T, st store.Store) {
+	for id, state := range map[string]store.BackfillState{"bf1": store.BackfillFailed, "bf2": store.BackfillRunning} {
+		if err := st.CreateBackfill(ctx, store.Backfill{ID: id, Pipeline: "p", From: date(2025, 7, 1), To: date(2025, 7, 4), Reprocess: "none", State: state, CreatedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	days := daily(time.UTC, date(2025, 7, 1), 4)
+	for i, id := range []string{"bf1", "bf1", "bf1", "bf2"} {
+		if _, err := st.MaterializeRuns(ctx, store.MaterializeRunsParams{Pipeline: "p", Kind: store.KindBackfill, BackfillID: id,
+			Runs: days[i : i+1], Tasks: tasks("t"), Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs := listRuns(t, st, store.ListRunsParams{Pipelines: []string{"p"}, WithTasks: true})
+	runTask(t, st, runs[0].Tasks[0].ID, store.AttemptSuccess, store.TaskSuccess) // 07-01 finished
+	finishRun(t, st, runs[0].ID, store.RunSuccess)
+	start(t, st, claim(t, st, runs[2].Tasks[0].ID)) // 07-03 has a live attempt; 07-02 and 07-04 wait
+	n, err := st.ClearTasks(ctx, store.ClearTasksParams{Pipeline: "p", From: date(2025, 7, 1), To: date(2025, 7, 4), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("ClearTasks = %d; want 2 (07-01's finished task, 07-02's waiting one)", n)
+	}
+	got := listRuns(t, st, store.ListRunsParams{Pipelines: []string{"p"}, WithTasks: true})
+	want := []struct {
+		kind     store.RunKind
+		backfill string
+	}{{store.KindScheduled, ""}, {store.KindScheduled, ""}, {store.KindBackfill, "bf1"}, {store.KindBackfill, "bf2"}}
+	for i, r := range got {
+		if r.Kind != want[i].kind || r.BackfillID != want[i].backfill {
+			t.Errorf("%s: kind %s backfill %q; want %s %q", r.DS, r.Kind, r.BackfillID, want[i].kind, want[i].backfill)
+		}
+	}
+	if s := states(got); fmt.Sprint(s) != "[07-01:queued:scheduled 07-02:queued:scheduled 07-03:queued:running 07-04:queued:scheduled]" {
+		t.Errorf("after clear: %v", s)
 	}
 }
 
