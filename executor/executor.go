@@ -3,6 +3,16 @@
 // /bin/sh wrapper ends with the attempt's exit status. An attempt therefore
 // outlives a crash of rewind, and its outcome is still known to the next
 // rewind. The executor acts on rendered commands; it never reads HCL.
+//
+// Where the kernel offers cgroups (v2 with the memory controller delegated
+// to rewind's cgroup, else v1), each attempt runs in a cgroup of its own,
+// nested below rewind's and named after the attempt, which its wrapper
+// enters before it runs the command: the kernel enforces the attempt's
+// memory limit and CPU quota on every process of it, detached or not,
+// counts its peak memory and its OOM kills, and what is left of it when it
+// ends is found and killed there. Without cgroups, a watchdog samples the
+// PSS of the attempt's processes and kills them over the limit. Enforcement
+// says which is in use.
 package executor
 
 import (
@@ -43,6 +53,17 @@ const (
 	// legacyWrapper is the wrapper of rewinds before nonces, still
 	// recognized (/bin/sh -c legacyWrapper LOG ARGV...).
 	legacyWrapper = `"$@"; rc=$?; printf '\n%s%s\n' "` + statusMarker + `" "$rc"; exit "$rc"`
+
+	// cgroupArgvWrapper and cgroupShellWrapper are argvWrapper and
+	// shellWrapper for an attempt with a cgroup: /bin/sh -c SCRIPT /bin/sh
+	// LOG NONCE CG1 CG2 COMMAND..., where CG1 and CG2 are the cgroup's
+	// directories ("" for none). The wrapper first moves itself into them
+	// (echo, a builtin), so that every process of the attempt starts inside;
+	// if it cannot, it runs nothing and exits 125.
+	cgroupArgvWrapper  = joinCgroup + `n=$2; shift 4; "$@"; rc=$?; printf '\n` + statusMarker + `%s%s\n' "$n" "$rc"; exit "$rc"`
+	cgroupShellWrapper = joinCgroup + `(shift 4; eval "set --; $1"); rc=$?; printf '\n` + statusMarker + `%s%s\n' "$2" "$rc"; exit "$rc"`
+	// joinCgroup leaves no variable behind for the command to see.
+	joinCgroup = `for g in "$3" "$4"; do [ -z "$g" ] || echo $$ >"$g/cgroup.procs" || { printf 'rewind: cannot enter the cgroup %s\n\n` + statusMarker + `%s125\n' "$g" "$2"; exit 125; }; done; unset g; `
 )
 
 // statusMarker starts the line the wrapper appends to a log.
@@ -63,10 +84,15 @@ type Spec struct {
 	Dir     string
 	LogPath string        // the attempt's output, ended by its exit status
 	Timeout time.Duration // 0 = none
-	// MemoryLimit, when > 0, is enforced on the attempt's whole process tree:
-	// a watchdog samples its resident memory and kills the tree, like the
-	// kernel's OOM killer, when the sum goes over it.
+	// MemoryLimit, when > 0, is enforced on every process of the attempt:
+	// by the kernel in the attempt's cgroup (swap included), else by a
+	// watchdog that samples the sum of their PSS and kills them all, like
+	// the kernel's OOM killer, when it goes over.
 	MemoryLimit int64
+	// CPUs, when > 0, is a CPU quota: the attempt's processes together get
+	// at most this many CPUs' worth of time, where the cgroup has the cpu
+	// controller (else it is not enforced: see Enforcement).
+	CPUs int
 	// Grace is how long a process group gets between SIGTERM and SIGKILL
 	// on timeout or interrupt (default 10s).
 	Grace time.Duration
@@ -85,8 +111,16 @@ type Result struct {
 	Signal      string // "killed", "terminated", ... when killed by a signal
 	TimedOut    bool
 	Interrupted bool // the context was cancelled: rewind is stopping
-	// OOM: the watchdog killed the attempt for going over its MemoryLimit.
-	OOM     bool
+	// OOM: the attempt ran out of memory: the kernel killed a process of
+	// its cgroup for memory (it is then killed whole), or the watchdog
+	// killed it for going over its MemoryLimit. It counts as killed
+	// (Signal "killed", no exit code) even if its wrapper went on to exit
+	// by itself.
+	OOM bool
+	// PeakRSS is the most memory the attempt used at once: its cgroup's
+	// peak (anonymous memory, page cache and kernel memory charged to it),
+	// or without a cgroup the largest PSS sum the watchdog saw (0 if it
+	// took no sample). Never the memory of rewind.
 	PeakRSS int64
 	// NoStatus (AdoptWait only): the attempt's processes are gone and wrote
 	// no exit status: the attempt is lost.
@@ -95,7 +129,9 @@ type Result struct {
 }
 
 // Success reports whether the attempt exited 0.
-func (r Result) Success() bool { return r.ExitCode != nil && *r.ExitCode == 0 && !r.TimedOut }
+func (r Result) Success() bool {
+	return r.ExitCode != nil && *r.ExitCode == 0 && !r.TimedOut && !r.OOM
+}
 
 // NewNonce returns a fresh random nonce for Spec.Nonce: 32 hex digits.
 func NewNonce() string {
@@ -121,6 +157,8 @@ type Handle struct {
 	spec     Spec
 	start    time.Time
 	w        *watch
+	cg       *cgroup   // nil: none
+	dog      *watchdog // without a cgroup
 }
 
 var devNull = sync.OnceValues(func() (int, error) {
@@ -156,20 +194,15 @@ func Start(spec Spec) (*Handle, error) {
 		return nil, err
 	}
 	defer syscall.Close(logfd)
-	nonce := spec.Nonce
-	if nonce != "" {
-		nonce += " "
-	}
-	var argv []string
-	if spec.Shell != "" {
-		argv = []string{"/bin/sh", "-c", shellWrapper, "/bin/sh", spec.LogPath, nonce, spec.Shell}
-	} else {
-		argv = append([]string{"/bin/sh", "-c", argvWrapper, "/bin/sh", spec.LogPath, nonce}, spec.Argv...)
-	}
 	env, err := environ(spec)
 	if err != nil {
 		return nil, err
 	}
+	cg, note := attemptCgroup(spec)
+	if note != "" {
+		_, _ = syscall.Write(logfd, []byte(note+"\n"))
+	}
+	argv := wrapperArgv(spec, cg)
 	sys := &syscall.SysProcAttr{Setpgid: true}
 	pidfd := -1
 	if pidfdWorks() {
@@ -180,6 +213,7 @@ func Start(spec Spec) (*Handle, error) {
 		Dir: spec.Dir, Env: env, Files: []uintptr{uintptr(null), uintptr(logfd), uintptr(logfd)}, Sys: sys,
 	})
 	if err != nil {
+		cg.remove()
 		if spec.Dir != "" {
 			if _, serr := os.Stat(spec.Dir); serr != nil {
 				err = fmt.Errorf("chdir %s: %w", spec.Dir, err)
@@ -190,7 +224,36 @@ func Start(spec Spec) (*Handle, error) {
 	h.PID = pid
 	h.PIDStart, _ = ProcessStart(pid)
 	h.w = watchChild(pid, pidfd)
+	h.cg = cg
+	if cg == nil {
+		h.dog = startWatchdog(pid, spec.MemoryLimit, h.w.done)
+	}
 	return h, nil
+}
+
+// wrapperArgv is the command line of the attempt's wrapper: one of the
+// cgroup wrappers with a cgroup, else one of the plain ones.
+func wrapperArgv(spec Spec, cg *cgroup) []string {
+	nonce := spec.Nonce
+	if nonce != "" {
+		nonce += " "
+	}
+	script, args := argvWrapper, []string{spec.LogPath, nonce}
+	if spec.Shell != "" {
+		script = shellWrapper
+	}
+	if cg != nil {
+		dirs := cg.dirs()
+		script, args = cgroupArgvWrapper, append(args, dirs[0], dirs[1])
+		if spec.Shell != "" {
+			script = cgroupShellWrapper
+		}
+	}
+	argv := append([]string{"/bin/sh", "-c", script, "/bin/sh"}, args...)
+	if spec.Shell != "" {
+		return append(argv, spec.Shell)
+	}
+	return append(argv, spec.Argv...)
 }
 
 // environ is the environment of the attempt's process as os/exec makes it:
@@ -252,14 +315,22 @@ func openLog(path string) (int, error) {
 }
 
 // Wait waits for the attempt to end. When the timeout passes or ctx is
-// cancelled, the whole process group gets SIGTERM, then SIGKILL once the
-// grace period has passed with processes left in it. An attempt that ended
-// by itself at that moment (before the signal) gets its own outcome.
+// cancelled, the whole process group and every process of the attempt's
+// cgroup get SIGTERM, then SIGKILL once the grace period has passed with
+// processes left. An attempt that ended by itself at that moment (before
+// the signal) gets its own outcome.
+//
+// Once the wrapper has ended, whatever is left of the attempt in its
+// process group and its cgroup (a `sleep 1000 &` left behind) gets
+// SIGTERM, then SIGKILL after the grace period, without changing the
+// attempt's outcome: Wait returns once they are empty, having removed the
+// attempt's cgroup.
 func (h *Handle) Wait(ctx context.Context) Result {
 	s := h.spec
 	return supervise(ctx, h.w, supervision{
 		logPath: s.LogPath, nonce: s.Nonce, start: h.start,
 		timeout: s.Timeout, deadline: h.start.Add(s.Timeout), memory: s.MemoryLimit, grace: s.Grace,
+		cg: h.cg, dog: h.dog,
 	})
 }
 
@@ -283,9 +354,15 @@ type AdoptSpec struct {
 // AdoptWait waits for an attempt started by an earlier rewind (not a child of
 // this process) as Wait does for one of ours: the rest of its timeout (none
 // left: at once) and its memory limit are enforced, and a cancelled ctx stops
-// its process group. Its exit code is the status its wrapper wrote in the log
+// its process group and cgroup. Its exit code is the status its wrapper wrote in the log
 // (with a.Nonce); NoStatus says it wrote none (lost). A pid that is not, or
 // no longer, the attempt's wrapper counts as gone.
+//
+// The attempt's cgroup, if it has one, is found again from a (see
+// adoptedCgroup): its peak and OOM kills are read from there, and
+// a.MemoryLimit, if set, becomes its limit; an attempt that uses more
+// already is killed as out of memory. Without a cgroup, the watchdog
+// samples it from now on.
 func AdoptWait(ctx context.Context, a AdoptSpec) Result {
 	if a.Grace <= 0 {
 		a.Grace = 10 * time.Second
@@ -294,10 +371,24 @@ func AdoptWait(ctx context.Context, a AdoptSpec) Result {
 	if start.IsZero() {
 		start = time.Now()
 	}
-	return supervise(ctx, watchAdopted(a.PID, a.PIDStart, a.LogPath), supervision{
+	w := watchAdopted(a.PID, a.PIDStart, a.LogPath)
+	s := supervision{
 		adopted: true, logPath: a.LogPath, nonce: a.Nonce, start: start,
 		timeout: a.Timeout, deadline: start.Add(a.Timeout), memory: a.MemoryLimit, grace: a.Grace,
-	})
+	}
+	s.cg = adoptedCgroup(a, !w.isDone())
+	switch {
+	case s.cg != nil:
+		if err := s.cg.setMemoryLimit(a.MemoryLimit); errors.Is(err, errOverLimit) {
+			s.overAlready = s.cg.usage()
+		}
+		if s.memory <= 0 {
+			s.memory = s.cg.limit
+		}
+	case !w.isDone():
+		s.dog = startWatchdog(a.PID, a.MemoryLimit, w.done)
+	}
+	return supervise(ctx, w, s)
 }
 
 type supervision struct {
@@ -307,12 +398,22 @@ type supervision struct {
 	start    time.Time
 	timeout  time.Duration // 0 = none
 	deadline time.Time
-	memory   int64
+	memory   int64 // the limit: 0 = none
 	grace    time.Duration
+	cg       *cgroup   // the attempt's cgroup; nil: none
+	dog      *watchdog // without a cgroup (nil for a wrapper already gone)
+	// overAlready (adopted attempts): the limit could not be set on the
+	// cgroup, which used this much memory already.
+	overAlready int64
 }
 
-// supervise waits for the watched wrapper to end, enforcing the limits of s.
+// supervise waits for the watched wrapper to end, enforcing the limits of s,
+// then ends what is left of the attempt and removes its cgroup.
 func supervise(ctx context.Context, w *watch, s supervision) Result {
+	defer s.cg.remove()
+	if s.dog != nil {
+		defer s.dog.close()
+	}
 	var res Result
 	var timeout <-chan time.Time
 	if s.timeout > 0 {
@@ -320,14 +421,9 @@ func supervise(ctx context.Context, w *watch, s supervision) Result {
 		defer t.Stop()
 		timeout = t.C
 	}
-	var oom <-chan int64
-	var peak *peakRSS
-	if s.memory > 0 {
-		stop := make(chan struct{})
-		defer close(stop)
-		peak = new(peakRSS)
-		oom = watchMemory(w.pid, s.memory, peak, stop)
-	}
+	stop := make(chan struct{})
+	defer close(stop)
+	over := s.overLimit(stop)
 	stopped := false // we signalled the group to end it
 	var lastSignal syscall.Signal
 	select {
@@ -335,27 +431,29 @@ func supervise(ctx context.Context, w *watch, s supervision) Result {
 	case <-timeout:
 		if !w.ended() {
 			res.TimedOut, stopped = true, true
-			lastSignal = stopGroup(w, s.grace)
+			lastSignal = stopAll(w, s.cg, s.grace)
 		}
 	case <-ctx.Done():
 		if !w.ended() {
 			res.Interrupted, stopped = true, true
-			lastSignal = stopGroup(w, s.grace)
+			lastSignal = stopAll(w, s.cg, s.grace)
 		}
-	case rss := <-oom:
-		if !w.ended() {
+	case used := <-over:
+		if !w.ended() || s.cg != nil {
 			res.OOM, stopped = true, true
-			killTree(w.pid)
-			lastSignal = syscall.SIGKILL
-			AppendLine(s.logPath, fmt.Sprintf("rewind: attempt killed: its processes used %s of memory, over the pool's limit of %s", formatBytes(rss), formatBytes(s.memory)))
+			if s.dog != nil {
+				s.dog.kill()
+			}
+			lastSignal = killAll(w, s.cg)
+			AppendLine(s.logPath, s.oomLine(used))
 		}
-		res.PeakRSS = rss
 	}
 	<-w.done
-	res.Duration = time.Since(s.start)
-	if peak != nil {
-		res.PeakRSS = max(res.PeakRSS, peak.get())
+	if leftovers(w, s.cg) {
+		stopAll(w, s.cg, s.grace)
 	}
+	res.Duration = time.Since(s.start)
+	s.memoryOutcome(&res)
 
 	// The attempt's own outcome, when it has one: a timeout or an interrupt
 	// that came as it ended by itself does not count.
@@ -364,10 +462,9 @@ func supervise(ctx context.Context, w *watch, s supervision) Result {
 		return res
 	}
 	switch {
+	case res.OOM:
+		res.Signal = SignalName(syscall.SIGKILL)
 	case w.waited():
-		if ru := w.rusage; ru.Maxrss > 0 {
-			res.PeakRSS = max(res.PeakRSS, ru.Maxrss*1024)
-		}
 		if w.status.Signaled() {
 			res.Signal = SignalName(w.status.Signal())
 		} else {
@@ -394,6 +491,56 @@ func supervise(ctx context.Context, w *watch, s supervision) Result {
 	return res
 }
 
+// overLimit delivers the memory used once the attempt is out of memory:
+// the kernel killed a process of its cgroup for memory (looked at every
+// memoryPoll while it has a limit), or the watchdog saw it over the limit.
+func (s *supervision) overLimit(stop <-chan struct{}) <-chan int64 {
+	switch {
+	case s.overAlready > 0:
+		c := make(chan int64, 1)
+		c <- s.overAlready
+		return c
+	case s.cg != nil && s.memory > 0:
+		return s.cg.watchOOM(stop)
+	case s.dog != nil:
+		return s.dog.over
+	}
+	return nil
+}
+
+// memoryOutcome sets the attempt's peak, and whether it ran out of memory
+// (its cgroup's OOM kills, which the kernel may have made as it ended),
+// writing why in its log if it did.
+func (s *supervision) memoryOutcome(res *Result) {
+	switch {
+	case s.cg != nil:
+		res.PeakRSS = s.cg.peak()
+		if !res.OOM && !res.TimedOut && !res.Interrupted && s.cg.oomKills() > 0 {
+			res.OOM = true
+			AppendLine(s.logPath, s.oomLine(res.PeakRSS))
+		}
+	case s.dog != nil:
+		res.PeakRSS = s.dog.maxPSS()
+	}
+	if res.OOM {
+		res.ExitCode, res.NoStatus = nil, false
+	}
+}
+
+// oomLine is what rewind writes in the log of an attempt out of memory,
+// that used the given memory.
+func (s *supervision) oomLine(used int64) string {
+	switch {
+	case s.overAlready > 0:
+		return fmt.Sprintf("rewind: attempt killed: its processes used %s of memory, over the pool's limit of %s", formatBytes(used), formatBytes(s.memory))
+	case s.cg == nil:
+		return fmt.Sprintf("rewind: attempt killed: its processes used %s of memory (PSS), over the pool's limit of %s", formatBytes(used), formatBytes(s.memory))
+	case s.memory > 0:
+		return fmt.Sprintf("rewind: attempt killed: out of memory in its cgroup (peak %s), over the pool's limit of %s", formatBytes(s.cg.peak()), formatBytes(s.memory))
+	}
+	return fmt.Sprintf("rewind: attempt killed: out of memory: the kernel killed one of its processes (peak %s)", formatBytes(s.cg.peak()))
+}
+
 // ownExit reports whether an attempt that we stopped had in fact ended by
 // itself, before our signal reached its wrapper: the wrapper exited rather
 // than being killed, or wrote a status line (with the attempt's nonce: one
@@ -411,9 +558,6 @@ func ownExit(w *watch, s supervision, res *Result) bool {
 		return false
 	}
 	res.ExitCode = &code
-	if w.waited() && w.rusage.Maxrss > 0 {
-		res.PeakRSS = max(res.PeakRSS, w.rusage.Maxrss*1024)
-	}
 	return true
 }
 
@@ -429,7 +573,7 @@ func AppendLine(path, line string) {
 	fmt.Fprintln(f, line)
 }
 
-// groupPoll is how often stopGroup looks whether the group is empty;
+// groupPoll is how often stopAll looks whether the group is empty;
 // groupScan how often at most it scans /proc for live members, when only
 // zombies may be left (processes whose parent died are reaped by init, some
 // time after they end).
@@ -438,38 +582,86 @@ const (
 	groupScan = 50 * time.Millisecond
 )
 
-// stopGroup sends SIGTERM to the wrapper's process group, gives the group
-// the grace period to end, then SIGKILLs whatever is left of it. It returns
-// once the wrapper has ended, with the last signal sent.
-func stopGroup(w *watch, grace time.Duration) syscall.Signal {
-	pgid := w.pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+// killPatience bounds how long killAll waits for SIGKILLed processes to
+// be gone (one stuck in the kernel may never be).
+const killPatience = time.Minute
+
+// stopAll sends SIGTERM to the wrapper's process group and to every
+// process of the attempt's cgroup (cg may be nil), gives them the grace
+// period to end, then SIGKILLs whatever is left. It returns once the
+// wrapper has ended and both are empty, with the last signal sent.
+func stopAll(w *watch, cg *cgroup, grace time.Duration) syscall.Signal {
+	signalGroup(w.pgid(), syscall.SIGTERM)
+	cg.signal(syscall.SIGTERM)
 	deadline := time.NewTimer(grace)
 	defer deadline.Stop()
 	tick := time.NewTicker(groupPoll)
 	defer tick.Stop()
-	var scanned time.Time
+	g := group{pgid: w.pgid()}
 	for {
 		select {
 		case <-deadline.C:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			<-w.done
-			return syscall.SIGKILL
+			return killAll(w, cg)
 		case <-tick.C:
-			if !w.isDone() {
-				continue
-			}
-			if syscall.Kill(-pgid, 0) == syscall.ESRCH {
+			if w.isDone() && g.gone() && cg.empty() {
 				return syscall.SIGTERM
-			}
-			if time.Since(scanned) >= groupScan {
-				scanned = time.Now()
-				if len(liveMembers(pgid)) == 0 {
-					return syscall.SIGTERM
-				}
 			}
 		}
 	}
+}
+
+// killAll SIGKILLs the wrapper's process group and the attempt's cgroup
+// (cg may be nil), again until the wrapper has ended and both are empty
+// (or killPatience has passed). It returns SIGKILL.
+func killAll(w *watch, cg *cgroup) syscall.Signal {
+	g := group{pgid: w.pgid()}
+	deadline := time.Now().Add(killPatience)
+	for {
+		signalGroup(g.pgid, syscall.SIGKILL)
+		cg.kill()
+		if w.isDone() && g.gone() && cg.empty() || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(groupPoll)
+	}
+	<-w.done
+	return syscall.SIGKILL
+}
+
+// leftovers reports whether processes of an attempt whose wrapper has
+// ended are still there, in its process group or its cgroup.
+func leftovers(w *watch, cg *cgroup) bool {
+	g := group{pgid: w.pgid()}
+	return !g.gone() || !cg.empty()
+}
+
+// signalGroup sends sig to process group pgid (none for 0).
+func signalGroup(pgid int, sig syscall.Signal) {
+	if pgid > 1 {
+		_ = syscall.Kill(-pgid, sig)
+	}
+}
+
+// group looks whether a process group has live members: at once when it
+// has none at all, else from a scan of /proc at most every groupScan (only
+// zombies may be left: processes whose parent died are reaped by init,
+// some time after they end).
+type group struct {
+	pgid    int // 0: none (always gone)
+	scanned time.Time
+	live    bool
+}
+
+// gone reports whether the group has no live member.
+func (g *group) gone() bool {
+	if g.pgid <= 1 || syscall.Kill(-g.pgid, 0) == syscall.ESRCH {
+		return true
+	}
+	if g.scanned.IsZero() || time.Since(g.scanned) >= groupScan {
+		g.scanned = time.Now()
+		g.live = len(liveMembers(g.pgid)) > 0
+	}
+	return !g.live
 }
 
 // liveMembers lists the processes of group pgid that are not zombies.
@@ -524,10 +716,14 @@ func ProcessStart(pid int) (uint64, error) {
 	return strconv.ParseUint(fields[19], 10, 64)
 }
 
-// readProc reads /proc/PID/NAME with plain system calls (open, read, close),
-// cheaper than os.ReadFile for these small files.
+// readProc reads /proc/PID/NAME (see readFile).
 func readProc(pid int, name string) (string, error) {
-	path := "/proc/" + strconv.Itoa(pid) + "/" + name
+	return readFile("/proc/" + strconv.Itoa(pid) + "/" + name)
+}
+
+// readFile reads a file of /proc or of a cgroup with plain system calls
+// (open, read, close), cheaper than os.ReadFile for these small files.
+func readFile(path string) (string, error) {
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return "", &os.PathError{Op: "open", Path: path, Err: err}
@@ -570,7 +766,7 @@ func Alive(pid int, logPath string) bool {
 
 func isWrapperOf(cmdline []byte, logPath string) bool {
 	s := string(cmdline)
-	for _, script := range [...]string{argvWrapper, shellWrapper} {
+	for _, script := range [...]string{argvWrapper, shellWrapper, cgroupArgvWrapper, cgroupShellWrapper} {
 		if strings.HasPrefix(s, "/bin/sh\x00-c\x00"+script+"\x00/bin/sh\x00"+logPath+"\x00") {
 			return true
 		}
@@ -668,107 +864,4 @@ func Adopt(ctx context.Context, pid int, logPath string) (code int, ok bool, err
 	}
 	code, ok = ReadStatus(logPath)
 	return code, ok, nil
-}
-
-// memoryPoll is how often the watchdog samples an attempt's memory.
-const memoryPoll = 100 * time.Millisecond
-
-// peakRSS is the largest sample of the watchdog.
-type peakRSS struct {
-	mu sync.Mutex
-	n  int64
-}
-
-func (p *peakRSS) add(n int64) {
-	p.mu.Lock()
-	p.n = max(p.n, n)
-	p.mu.Unlock()
-}
-
-func (p *peakRSS) get() int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.n
-}
-
-// watchMemory samples the resident memory of the process tree under pid
-// until stop is closed; it sends the sample that goes over limit.
-func watchMemory(pid int, limit int64, peak *peakRSS, stop <-chan struct{}) <-chan int64 {
-	over := make(chan int64, 1)
-	go func() {
-		t := time.NewTicker(memoryPoll)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				rss := treeRSS(pid)
-				peak.add(rss)
-				if rss > limit {
-					over <- rss
-					return
-				}
-			}
-		}
-	}()
-	return over
-}
-
-var pageSize = int64(os.Getpagesize())
-
-// treeRSS sums the resident memory of pid and every process below it,
-// including those that left its process group.
-func treeRSS(pid int) int64 {
-	var total int64
-	for _, p := range tree(pid) {
-		s, err := readProc(p, "statm")
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(s)
-		if len(f) < 2 {
-			continue
-		}
-		pages, _ := strconv.ParseInt(f[1], 10, 64)
-		total += pages * pageSize
-	}
-	return total
-}
-
-// tree lists pid and its descendants, from /proc/PID/task/TID/children.
-func tree(pid int) []int {
-	out := []int{pid}
-	for i := 0; i < len(out); i++ {
-		p := strconv.Itoa(out[i])
-		tasks, err := os.ReadDir("/proc/" + p + "/task")
-		if err != nil {
-			continue
-		}
-		for _, t := range tasks {
-			b, err := os.ReadFile("/proc/" + p + "/task/" + t.Name() + "/children")
-			if err != nil {
-				continue
-			}
-			for _, c := range strings.Fields(string(b)) {
-				if n, err := strconv.Atoi(c); err == nil {
-					out = append(out, n)
-				}
-			}
-		}
-	}
-	return out
-}
-
-// killTree SIGKILLs the process group of pid and every descendant of pid.
-func killTree(pid int) {
-	procs := tree(pid)
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	for _, p := range procs {
-		_ = syscall.Kill(p, syscall.SIGKILL)
-	}
-}
-
-func formatBytes(n int64) string {
-	return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
 }

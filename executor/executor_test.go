@@ -136,8 +136,13 @@ func TestStartErrors(t *testing.T) {
 
 // A string command runs in a subshell of the wrapper, not in a second shell:
 // it must behave as under /bin/sh -c, with the same output, stdin and exit
-// status, whatever it does to its shell.
+// status, whatever it does to its shell; with or without a cgroup to enter
+// first.
 func TestShellCommandIsShC(t *testing.T) {
+	bothWays(t, func(t *testing.T, _ bool) { testShellCommandIsShC(t) })
+}
+
+func testShellCommandIsShC(t *testing.T) {
 	cmds := []string{
 		"exit 3",
 		"echo out; echo err >&2; exit 4",
@@ -559,8 +564,13 @@ func TestAdoptWait(t *testing.T) {
 	})
 }
 
-// Alive and FindWrapper know the wrappers of both forms.
+// Alive and FindWrapper know the wrappers of both forms, with a cgroup or
+// without.
 func TestAliveAndFindWrapper(t *testing.T) {
+	bothWays(t, func(t *testing.T, _ bool) { testAliveAndFindWrapper(t) })
+}
+
+func testAliveAndFindWrapper(t *testing.T) {
 	for _, s := range []Spec{spec(t, "sleep", "30"), shellSpec(t, "sleep 30")} {
 		s.Nonce = NewNonce()
 		h, err := Start(s)

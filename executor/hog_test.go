@@ -8,13 +8,18 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestMain lets the test binary stand in for a task that needs memory:
-// REWIND_TEST_HOG_MB=N makes it hold N MiB for REWIND_TEST_HOG_HOLD (a
-// duration, default 2s), then exit 0. REWIND_TEST_START=<Spec as JSON> makes
+// REWIND_TEST_HOG_MB=N makes it hold N MiB (every page written) for
+// REWIND_TEST_HOG_HOLD (a duration, default 2s), then exit 0; with
+// REWIND_TEST_HOG_FORKS=K as well, it then forks K children that only read
+// the N MiB (shared with it copy-on-write), which hold them as long, and
+// exits 0 once they all have. REWIND_TEST_START=<Spec as JSON> makes
 // it stand in for a rewind that dies right after starting an attempt: it
 // starts the attempt, prints its pid and pid start time as JSON and exits
 // without waiting for it (see startElsewhere).
@@ -25,8 +30,9 @@ func TestMain(m *testing.M) {
 			hold = d
 		}
 		hog := make([]byte, mb<<20)
-		for i := 0; i < len(hog); i += 4096 {
-			hog[i] = 1
+		touch(hog)
+		if forks, err := strconv.Atoi(os.Getenv("REWIND_TEST_HOG_FORKS")); err == nil {
+			os.Exit(cowReaders(hog, forks, hold))
 		}
 		time.Sleep(hold)
 		os.Exit(int(hog[0]) - 1)
@@ -112,3 +118,76 @@ func TestAdoptWaitMemoryLimit(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// touch writes 1 in every page of b. Not instrumented by the race
+// detector, whose shadow memory would double the memory used.
+//
+//go:norace
+func touch(b []byte) {
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+}
+
+// cowReaders forks n children that read every page of b, shared with this
+// process copy-on-write, and hold it for hold; it returns 0 once they all
+// have exited 0, else 1.
+func cowReaders(b []byte, n int, hold time.Duration) int {
+	ts := syscall.NsecToTimespec(int64(hold))
+	var pids []int
+	for range n {
+		pid := forkReader(b, &ts)
+		if pid < 0 {
+			fmt.Fprintln(os.Stderr, "fork failed")
+			return 1
+		}
+		pids = append(pids, pid)
+	}
+	code := 0
+	for _, pid := range pids {
+		var st syscall.WaitStatus
+		for {
+			_, err := syscall.Wait4(pid, &st, 0, nil)
+			if err != syscall.EINTR {
+				break
+			}
+		}
+		if !st.Exited() || st.ExitStatus() != 0 {
+			fmt.Fprintf(os.Stderr, "reader %d: %v\n", pid, st)
+			code = 1
+		}
+	}
+	return code
+}
+
+// forkReader forks (a raw clone, as fork(2)) a child that reads every page
+// of b, sleeps ts, and exits 0 if every page it read held 1. It returns
+// the child's pid (-1 on error). The child is a copy of the calling thread
+// alone, without the Go runtime's other threads: it runs nothing but this
+// loop and raw system calls, with no stack growth (nosplit) and no race
+// instrumentation.
+//
+//go:nosplit
+//go:norace
+func forkReader(b []byte, ts *syscall.Timespec) int {
+	pid, _, errno := syscall.RawSyscall(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0)
+	if errno != 0 {
+		return -1
+	}
+	if pid != 0 {
+		return int(pid)
+	}
+	ones := 0
+	for i := 0; i < len(b); i += 4096 {
+		if b[i] == 1 {
+			ones++
+		}
+	}
+	syscall.RawSyscall(syscall.SYS_NANOSLEEP, uintptr(unsafe.Pointer(ts)), 0, 0)
+	code := uintptr(0)
+	if ones != (len(b)+4095)/4096 {
+		code = 1
+	}
+	syscall.RawSyscall(syscall.SYS_EXIT_GROUP, code, 0, 0)
+	return 0
+}

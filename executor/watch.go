@@ -17,11 +17,14 @@ import (
 type watch struct {
 	pid   int
 	child bool
-	done  chan struct{} // closed once the process has ended (a child: reaped)
-	// status and rusage are a child's, once done, unless waitErr (the
-	// child was reaped by another, as when SIGCHLD is ignored).
+	// ours: pid's process group is the attempt's (a child of ours, or an
+	// adopted wrapper seen alive): only then is the group signalled.
+	ours bool
+	done chan struct{} // closed once the process has ended (a child: reaped)
+	// status is a child's, once done, unless waitErr (the child was
+	// reaped by another, as when SIGCHLD is ignored). No rusage: its
+	// Maxrss would be rewind's own, inherited at fork.
 	status  syscall.WaitStatus
-	rusage  syscall.Rusage
 	waitErr error
 	pidfd   *os.File // nil without pidfds; closed once done
 	// start and logPath identify an adopted wrapper without a pidfd.
@@ -49,7 +52,7 @@ func pollable(fd int) *os.File {
 
 // watchChild watches a child started with pidfd (-1: none).
 func watchChild(pid, pidfd int) *watch {
-	w := &watch{pid: pid, child: true, done: make(chan struct{})}
+	w := &watch{pid: pid, child: true, ours: true, done: make(chan struct{})}
 	if pidfd >= 0 {
 		w.pidfd = pollable(pidfd)
 	}
@@ -65,7 +68,7 @@ func (w *watch) reap() {
 			err = rc.Read(func(uintptr) bool {
 				calls++
 				for {
-					pid, err := syscall.Wait4(w.pid, &w.status, syscall.WNOHANG, &w.rusage)
+					pid, err := syscall.Wait4(w.pid, &w.status, syscall.WNOHANG, nil)
 					switch {
 					case err == syscall.EINTR:
 						continue
@@ -87,12 +90,21 @@ func (w *watch) reap() {
 		}
 	}
 	for {
-		_, err := syscall.Wait4(w.pid, &w.status, 0, &w.rusage)
+		_, err := syscall.Wait4(w.pid, &w.status, 0, nil)
 		if err != syscall.EINTR {
 			w.waitErr = err
 			return
 		}
 	}
+}
+
+// pgid is the attempt's process group, 0 when it is not known to be the
+// attempt's (an adopted pid that was not, or no longer, its wrapper).
+func (w *watch) pgid() int {
+	if w.ours && w.pid > 1 {
+		return w.pid
+	}
+	return 0
 }
 
 // waited reports whether the watch has the wait status of its process (a
@@ -132,6 +144,7 @@ func watchAdopted(pid int, start uint64, logPath string) *watch {
 		w.finish()
 		return w
 	}
+	w.ours = true
 	go w.follow()
 	return w
 }

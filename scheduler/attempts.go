@@ -254,6 +254,7 @@ func (e *engine) spec(n *tiNode, att store.Attempt) (executor.Spec, error) {
 	return executor.Spec{
 		Argv: argv, Env: env, Dir: cmd.Dir, LogPath: att.LogPath, MemoryLimit: memory,
 		Timeout: n.task.Timeout, Grace: e.o.Grace, Nonce: att.Nonce,
+		CPUs: pv.CPUs,
 	}, nil
 }
 
@@ -263,7 +264,10 @@ func RunID(kind store.RunKind, logical time.Time) string {
 	return string(kind) + "__" + logical.Format(time.RFC3339)
 }
 
-// TaskEnv is the REWIND_* environment of an attempt (contract).
+// TaskEnv is the REWIND_* environment of an attempt (contract). The
+// REWIND_SECRET_<name> variables that carry sensitive values (and that a
+// string command refers to instead of holding the values in argv) come
+// with the rendered command's Env, which spec appends last.
 func TaskEnv(rv dsl.RunVars, pv dsl.PoolVars, task string, try int) []string {
 	mem, cpus := "", ""
 	if pv.Memory > 0 {

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -15,6 +17,8 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/executor"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
 )
@@ -75,6 +79,9 @@ configuration error, 3 another rewind holds the state, 130 interrupted.`,
 				return err
 			}
 			defer st.Close()
+			if !quiet && slices.ContainsFunc(slices.Collect(maps.Values(w.Pools)), func(p *dsl.Pool) bool { return p.Memory > 0 || p.CPUs > 0 }) {
+				fmt.Fprintln(g.stderr, "info: pool limits enforced by "+executor.Enforcement())
+			}
 			prog := newProgress(g.stderr, quiet)
 			sum, err := scheduler.Run(ctx, scheduler.Options{
 				Store: st, Workspace: w, Pipelines: pipelines, Catchup: catchup, Now: nowT,
