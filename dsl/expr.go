@@ -142,6 +142,9 @@ type scope struct {
 	// rules, when set, makes old.* and new.* available: an output's
 	// validate rules, evaluated per date over the partition's totals.
 	rules *ruleScope
+	// secrets says whether the expression may hold a sensitive value
+	// (default: refused).
+	secrets secretUse
 }
 
 func hasAttr(attrs map[string]cty.Type, name string) bool {
@@ -263,8 +266,18 @@ func (l *loader) checkRefs(expr hcl.Expression, sc scope) hcl.Diagnostics {
 
 // eval checks the references of expr against sc and evaluates it in ctx.
 // On error it records the diagnostics and returns cty.DynamicVal, which
-// later checks skip as unknown.
+// later checks skip as unknown. A sensitive value where sc does not allow
+// one (sc.secrets) is an error; the value returned is unmarked.
 func (l *loader) eval(expr hcl.Expression, ctx *hcl.EvalContext, sc scope) cty.Value {
+	v := l.evalMarked(expr, ctx, sc)
+	if !l.checkSensitive(expr, v, sc) {
+		return cty.DynamicVal
+	}
+	return unmark(v)
+}
+
+// evalMarked is eval, keeping the marks of the value (sensitive values).
+func (l *loader) evalMarked(expr hcl.Expression, ctx *hcl.EvalContext, sc scope) cty.Value {
 	if diags := l.checkRefs(expr, sc); diags.HasErrors() {
 		l.diags = append(l.diags, diags...)
 		return cty.DynamicVal
@@ -285,7 +298,7 @@ func (l *loader) eval(expr hcl.Expression, ctx *hcl.EvalContext, sc scope) cty.V
 	if diags.HasErrors() {
 		return cty.DynamicVal
 	}
-	return unmark(v)
+	return v
 }
 
 // value evaluates attr and converts it to ty. ok is false when the value is
@@ -547,7 +560,8 @@ func envMap(v cty.Value) (map[string]string, error) {
 	return out, nil
 }
 
-// unmark drops cty marks, which rewind does not use.
+// unmark drops cty marks. The only mark rewind sets is markSensitive
+// (sensitive.go): check for it with isSensitive before a value becomes text.
 func unmark(v cty.Value) cty.Value {
 	u, _ := v.UnmarkDeep()
 	return u

@@ -185,6 +185,14 @@ func (l *loader) hashPipeline(p *Pipeline) string {
 // fingerprint is an expression's tokens without comments and layout, plus
 // the load-time values it refers to (var.*, local.*, each.*), so that it
 // changes when the evaluated template would change for some run.
+//
+// A sensitive value (a sensitive variable, or a local derived from one)
+// counts by its type only, never by its value nor a digest of it: rotating
+// a secret is a change of configuration, not of the pipeline's code (as a
+// Terraform user expects of a credential kept out of the code), so the
+// hash stays the same; and the hash is stored in the state, where a digest
+// of a short secret could be brute-forced. Making a variable sensitive, or
+// no longer sensitive, does change the hash.
 func (l *loader) fingerprint(expr hcl.Expression, ctx *hcl.EvalContext) string {
 	if expr == nil {
 		return ""
@@ -209,6 +217,12 @@ func (l *loader) fingerprint(expr hcl.Expression, ctx *hcl.EvalContext) string {
 		}
 		v, diags := tr.TraverseAbs(ctx)
 		if diags.HasErrors() || !v.IsWhollyKnown() {
+			continue
+		}
+		if isSensitive(v) {
+			b.WriteString("\x00")
+			b.WriteString(tr.RootName())
+			b.WriteString("(sensitive " + v.Type().FriendlyName() + ")")
 			continue
 		}
 		js, err := ctyjson.Marshal(unmark(v), v.Type())

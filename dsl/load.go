@@ -55,6 +55,7 @@ func Load(path string, opts LoadOptions) (*Workspace, hcl.Diagnostics) {
 		return ws, sortDiagnostics(l.diags)
 	}
 	l.decode(bodies)
+	ws.secrets.redactDiagnostics(l.diags)
 	return ws, sortDiagnostics(dedupe(l.diags))
 }
 
@@ -208,6 +209,7 @@ func (l *loader) decode(bodies []hcl.Body) {
 
 	l.decodeVariables(variables)
 	l.decodeLocals(locals)
+	l.ws.secrets = l.collectSecrets()
 	l.ctx = &hcl.EvalContext{
 		Functions: functions(),
 		Variables: map[string]cty.Value{

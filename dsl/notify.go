@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"sort"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 )
@@ -29,7 +30,7 @@ func (l *loader) decodeNotifies(blocks []*hcl.Block) {
 			l.errorf(b.DefRange, "Duplicate notify block", "A notify block named %q was already declared at %s. Notify names must be unique.", name, prev.DeclRange)
 			continue
 		}
-		n := &Notify{Name: name, DeclRange: b.DefRange, ctx: l.ctx, dir: fileDir(b.DefRange)}
+		n := &Notify{Name: name, DeclRange: b.DefRange, ctx: l.ctx, dir: fileDir(b.DefRange), secrets: l.ws.secrets}
 		byName[name] = n
 		l.ws.Notifies = append(l.ws.Notifies, n)
 
@@ -47,7 +48,12 @@ func (l *loader) decodeNotifies(blocks []*hcl.Block) {
 			}
 		}
 		if attr := attrs["webhook"]; attr != nil {
-			if s, ok := l.stringAttr(attr, l.ctx, sc, true); ok {
+			// A webhook's URL often carries a token: it may come from a
+			// sensitive variable, and rewind shows only its scheme and
+			// host (RedactURL).
+			hookScope := sc
+			hookScope.secrets = secretsAllowed
+			if s, ok := l.stringAttr(attr, l.ctx, hookScope, true); ok {
 				if msg := checkWebhook(s); msg != "" {
 					l.errorf(attr.Expr.Range(), "Invalid webhook", "%s", msg)
 				} else {
@@ -60,20 +66,90 @@ func (l *loader) decodeNotifies(blocks []*hcl.Block) {
 }
 
 // checkWebhook returns why s is not an absolute http or https URL, or "".
+// The message shows only the URL's scheme and host (RedactURL): its path
+// and query often carry a token.
 func checkWebhook(s string) string {
 	const want = "webhook must be an absolute http or https URL, such as \"https://hooks.example.com/rewind\" or \"http://127.0.0.1:8080/hook\""
+	shown := RedactURL(s)
 	u, err := url.Parse(s)
 	switch {
 	case err != nil:
-		return fmt.Sprintf("%s: %q does not parse (%s).", want, s, unwrapURLError(err))
-	case !u.IsAbs() || (u.Scheme != "http" && u.Scheme != "https"):
-		return fmt.Sprintf("%s, not %q.", want, s)
+		return fmt.Sprintf("%s: %s does not parse (%s).", want, shown, redactQuoted(unwrapURLError(err).Error()))
+	case u.Scheme == "":
+		return fmt.Sprintf("%s; this one has no scheme: it must start with http:// or https://.", want)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Sprintf("%s, not a URL of scheme %q (%s).", want, u.Scheme, shown)
 	case u.Host == "" || u.Hostname() == "":
-		return fmt.Sprintf("%s: %q names no host.", want, s)
+		return fmt.Sprintf("%s: %s names no host.", want, shown)
 	case u.Opaque != "":
-		return fmt.Sprintf("%s, not %q.", want, s)
+		return fmt.Sprintf("%s, not %s.", want, shown)
 	}
 	return ""
+}
+
+// RedactedMarker replaces what RedactURL hides of a URL.
+const RedactedMarker = "…(redacted)"
+
+// RedactURL is a URL as rewind shows it in errors, logs and diagnostics:
+// its scheme and host (port included), then RedactedMarker in place of
+// whatever else it has (user info, path, query, fragment), which often
+// carries a token: "https://hooks.example/T0KEN?x=1" is shown as
+// "https://hooks.example/…(redacted)". A URL that does not parse keeps
+// what looks like its scheme and host; without those, only the marker.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err == nil && u.Scheme != "" && u.Host != "" && u.Opaque == "" {
+		if u.User == nil && (u.Path == "" || u.Path == "/") && u.RawQuery == "" && !u.ForceQuery && u.Fragment == "" {
+			return u.Scheme + "://" + u.Host + "/"
+		}
+		return u.Scheme + "://" + u.Host + "/" + RedactedMarker
+	}
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok || !validScheme(scheme) {
+		return RedactedMarker
+	}
+	host := rest
+	if i := strings.IndexAny(host, "/?#"); i >= 0 {
+		host = host[:i]
+	}
+	if i := strings.LastIndex(host, "@"); i >= 0 {
+		host = host[i+1:]
+	}
+	return strings.ToLower(scheme) + "://" + host + "/" + RedactedMarker
+}
+
+func validScheme(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		letter := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		if !letter && (i == 0 || !(r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.')) {
+			return false
+		}
+	}
+	return true
+}
+
+// redactQuoted replaces the quoted parts of a url.Parse error ("invalid
+// URL escape \"%zz\"") by a marker: they may come from the path.
+func redactQuoted(s string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(s, '"')
+		if i < 0 {
+			break
+		}
+		j := strings.IndexByte(s[i+1:], '"')
+		if j < 0 {
+			break
+		}
+		b.WriteString(s[:i])
+		b.WriteString(`"…"`)
+		s = s[i+1+j+1:]
+	}
+	b.WriteString(s)
+	return b.String()
 }
 
 // unwrapURLError drops the "parse URL:" prefix of a url.Parse error.
@@ -102,5 +178,5 @@ func (n *Notify) Command() (*Command, error) {
 	if err != nil {
 		return nil, fmt.Errorf("notify %s: %w", n.Name, err)
 	}
-	return &Command{Argv: argv, Env: map[string]string{}, Dir: n.dir}, nil
+	return &Command{Argv: argv, Env: n.secrets.addEnv(map[string]string{}), Dir: n.dir}, nil
 }

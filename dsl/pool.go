@@ -55,6 +55,7 @@ func (l *loader) decodePools(blocks []*hcl.Block) {
 		p.DeclRange = b.DefRange
 		p.poolCtx = l.ctx
 		p.dir = fileDir(b.DefRange)
+		p.secrets = l.ws.secrets
 		pools[name] = p
 		content, diags := b.Body.Content(poolSchema)
 		l.diags = append(l.diags, diags...)

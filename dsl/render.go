@@ -57,14 +57,24 @@ func runContext(parent *hcl.EvalContext, run cty.Value, pool *cty.Value) *hcl.Ev
 
 // Render evaluates the task's command, env and workdir for one attempt: a
 // string command becomes ["/bin/sh", "-c", command], a list is argv as is.
+// A sensitive value interpolated into a string command is rendered as a
+// reference to an environment variable ("$REWIND_SECRET_token") that Env
+// sets; Env also holds REWIND_SECRET_<name> for every sensitive variable.
+// Errors never hold a sensitive value.
 func (t *Task) Render(rv RunVars, pv PoolVars) (*Command, error) {
+	cmd, err := t.render(rv, pv)
+	return cmd, t.secrets.redactErr(err)
+}
+
+func (t *Task) render(rv RunVars, pv PoolVars) (*Command, error) {
 	if t.command == nil {
 		return nil, fmt.Errorf("task %s has no command", t.Name)
 	}
 	pool := poolValue(pv)
 	ctx := runContext(t.ctx, runValue(rv, t.Pipeline, t.loc), &pool)
 	var v cty.Value
-	if script, ok, diags := renderShell(t.command, ctx); ok {
+	sec := &shellSecrets{}
+	if script, ok, diags := renderShell(t.command, ctx, sec); ok {
 		if diags.HasErrors() {
 			return nil, fmt.Errorf("task %s: command: %w", t.Name, diags)
 		}
@@ -73,6 +83,10 @@ func (t *Task) Render(rv RunVars, pv PoolVars) (*Command, error) {
 		var diags hcl.Diagnostics
 		if v, diags = t.command.Value(ctx); diags.HasErrors() {
 			return nil, fmt.Errorf("task %s: command: %w", t.Name, diags)
+		}
+		if isSensitive(v) {
+			// Refused at load time; never into argv.
+			return nil, fmt.Errorf("task %s: command: a sensitive value can only be interpolated into a string command", t.Name)
 		}
 	}
 	argv, err := commandArgv(unmark(v))
@@ -89,10 +103,17 @@ func (t *Task) Render(rv RunVars, pv PoolVars) (*Command, error) {
 			return nil, fmt.Errorf("task %s: %w", t.Name, err)
 		}
 	}
+	cmd.Env = t.secrets.addEnv(cmd.Env)
+	for k, val := range sec.env {
+		cmd.Env[k] = val
+	}
 	if t.workdir != nil {
 		wv, diags := t.workdir.Value(ctx)
 		if diags.HasErrors() {
 			return nil, fmt.Errorf("task %s: workdir: %w", t.Name, diags)
+		}
+		if isSensitive(wv) {
+			return nil, fmt.Errorf("task %s: workdir: a sensitive value cannot be used here", t.Name)
 		}
 		sv, err := convert.Convert(unmark(wv), cty.String)
 		if err != nil || sv.IsNull() || !sv.IsKnown() {
@@ -216,7 +237,7 @@ func (p *Pool) renderCommand(name string, expr hcl.Expression) (*Command, error)
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %s: %w", p.Name, name, err)
 	}
-	return &Command{Argv: argv, Env: map[string]string{}, Dir: p.dir}, nil
+	return &Command{Argv: argv, Env: p.secrets.addEnv(map[string]string{}), Dir: p.dir}, nil
 }
 
 // EffectiveSkew is the skew block that applies to the task in pipeline p:

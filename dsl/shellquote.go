@@ -15,22 +15,27 @@ import (
 // workspace's path): each one is quoted for the shell, so that it is always
 // exactly one word and never code. "./convert.sh ${var.who}" with
 // who = "x; rm -rf /" runs ./convert.sh with the one argument "x; rm -rf /".
-// The literal text of the template is the shell script, as written.
+// The literal text of the template is the shell script, as written. A
+// sensitive value is not spliced in at all: it is rendered as
+// "$REWIND_SECRET_<name>", a reference to an environment variable set for
+// the process (sensitive.go), so that it never appears in argv.
 
 // renderShell evaluates a string command's template with every
-// interpolation shell-quoted. ok is false when the expression is not a
+// interpolation shell-quoted, and every sensitive value rendered as a
+// double-quoted reference to an environment variable collected in sec (nil:
+// a sensitive value is an error). ok is false when the expression is not a
 // template (a list, a reference to a string built elsewhere): it is then
 // evaluated as it is.
-func renderShell(expr hcl.Expression, ctx *hcl.EvalContext) (string, bool, hcl.Diagnostics) {
+func renderShell(expr hcl.Expression, ctx *hcl.EvalContext, sec *shellSecrets) (string, bool, hcl.Diagnostics) {
 	switch e := expr.(type) {
 	case *hclsyntax.TemplateWrapExpr:
-		s, diags := quotedValue(e.Wrapped, ctx)
+		s, diags := quotedValue(e.Wrapped, ctx, sec)
 		return s, true, diags
 	case *hclsyntax.TemplateExpr:
 		var b strings.Builder
 		var diags hcl.Diagnostics
 		for _, part := range e.Parts {
-			s, d := templatePart(part, ctx)
+			s, d := templatePart(part, ctx, sec)
 			diags = append(diags, d...)
 			b.WriteString(s)
 		}
@@ -42,14 +47,14 @@ func renderShell(expr hcl.Expression, ctx *hcl.EvalContext) (string, bool, hcl.D
 // templatePart renders one part of a template: literal text as written, an
 // if directive by its chosen branch (rendered by the same rules), anything
 // else as one quoted word.
-func templatePart(part hclsyntax.Expression, ctx *hcl.EvalContext) (string, hcl.Diagnostics) {
+func templatePart(part hclsyntax.Expression, ctx *hcl.EvalContext, sec *shellSecrets) (string, hcl.Diagnostics) {
 	switch p := part.(type) {
 	case *hclsyntax.LiteralValueExpr:
 		v, diags := p.Value(ctx)
-		if v.Type() == cty.String && !v.IsNull() {
+		if v.Type() == cty.String && !v.IsNull() && !v.IsMarked() {
 			return v.AsString(), diags
 		}
-		return quotedValue(p, ctx)
+		return quotedValue(p, ctx, sec)
 	case *hclsyntax.ConditionalExpr:
 		cond, diags := p.Condition.Value(ctx)
 		if diags.HasErrors() {
@@ -63,23 +68,35 @@ func templatePart(part hclsyntax.Expression, ctx *hcl.EvalContext) (string, hcl.
 		if cond.True() {
 			branch = p.TrueResult
 		}
-		if s, ok, d := renderShell(branch, ctx); ok {
+		if s, ok, d := renderShell(branch, ctx, sec); ok {
 			return s, append(diags, d...)
 		}
-		return quotedValue(branch, ctx)
+		return quotedValue(branch, ctx, sec)
 	}
-	return quotedValue(part, ctx)
+	return quotedValue(part, ctx, sec)
 }
 
-func quotedValue(expr hcl.Expression, ctx *hcl.EvalContext) (string, hcl.Diagnostics) {
+func quotedValue(expr hcl.Expression, ctx *hcl.EvalContext, sec *shellSecrets) (string, hcl.Diagnostics) {
 	v, diags := expr.Value(ctx)
 	if diags.HasErrors() {
 		return "", diags
 	}
+	sensitive := isSensitive(v)
 	sv, err := convert.Convert(unmark(v), cty.String)
 	if err != nil || sv.IsNull() || !sv.IsKnown() {
+		detail := fmt.Sprintf("Cannot include this value in a command: %s.", errOrNull(err))
+		if sensitive {
+			detail = "Cannot include this sensitive value in a command: it is not a string, a number or a bool."
+		}
 		return "", append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid template interpolation value",
-			Detail: fmt.Sprintf("Cannot include this value in a command: %s.", errOrNull(err)), Subject: expr.Range().Ptr()})
+			Detail: detail, Subject: expr.Range().Ptr()})
+	}
+	if sensitive {
+		if sec == nil {
+			return "", append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Sensitive value not allowed here",
+				Detail: "A sensitive value can be interpolated only into a task's string command.", Subject: expr.Range().Ptr()})
+		}
+		return sec.ref(expr, sv.AsString()), diags
 	}
 	return ShellQuote(sv.AsString()), diags
 }

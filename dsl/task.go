@@ -1,7 +1,10 @@
 package dsl
 
 import (
+	"errors"
+	"io/fs"
 	"math"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -158,6 +161,7 @@ func (l *loader) decodeTask(p *Pipeline, b *hcl.Block, content *hcl.BodyContent,
 		loc:        p.Timezone,
 		ctx:        inst.ctx,
 		depRanges:  map[string]hcl.Range{},
+		secrets:    l.ws.secrets,
 	}
 	t.Workdir = t.dir
 	if p.DefaultPool != "" {
@@ -175,11 +179,17 @@ func (l *loader) decodeTask(p *Pipeline, b *hcl.Block, content *hcl.BodyContent,
 	} else {
 		t.command = attr.Expr
 		t.CommandText = sourceText(l.ws.Files, attr.Expr.Range())
-		v := l.eval(attr.Expr, ctx, runScope)
-		l.checkCommandType(attr, v)
+		cmdScope := runScope
+		cmdScope.secrets = secretsCommand
+		v := l.eval(attr.Expr, ctx, cmdScope)
+		if l.checkCommandType(attr, v) {
+			l.checkQuotedInterpolations(attr.Expr)
+		}
 	}
 	if attr := attrs["env"]; attr != nil {
-		v := l.eval(attr.Expr, ctx, runScope)
+		envScope := runScope
+		envScope.secrets = secretsAllowed
+		v := l.eval(attr.Expr, ctx, envScope)
 		if !v.IsKnown() || !v.IsNull() {
 			if _, err := convert.Convert(v, cty.Map(cty.String)); err != nil {
 				l.errorf(attr.Expr.Range(), "Incorrect attribute value type", "Inappropriate value for attribute \"env\": %s.", convertError(err))
@@ -193,6 +203,7 @@ func (l *loader) decodeTask(p *Pipeline, b *hcl.Block, content *hcl.BodyContent,
 		if cv, ok := l.convert(attr, v, cty.String, false); ok {
 			t.Workdir = resolveDir(t.dir, cv.AsString())
 			t.workdir = attr.Expr
+			l.checkWorkdir(attr, t.Workdir)
 		} else if !v.IsWhollyKnown() {
 			t.workdir = attr.Expr
 		}
@@ -248,6 +259,28 @@ func (l *loader) decodeTask(p *Pipeline, b *hcl.Block, content *hcl.BodyContent,
 		t.Skew = l.decodeSkew(skewBlock, p, ctx, sc)
 	}
 	return d
+}
+
+// checkWorkdir reports a workdir known at load time (it does not depend on
+// run.* or pool.*) that is not an existing directory.
+func (l *loader) checkWorkdir(attr *hcl.Attribute, dir string) {
+	info, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		l.errorf(attr.Expr.Range(), "Missing workdir", "workdir %s does not exist: the task's working directory must exist when the task runs (a relative workdir is relative to the directory of this file).", dir)
+	case err != nil:
+		l.errorf(attr.Expr.Range(), "Invalid workdir", "workdir %s cannot be read: %s.", dir, unwrapPathError(err))
+	case !info.IsDir():
+		l.errorf(attr.Expr.Range(), "Invalid workdir", "workdir %s is not a directory.", dir)
+	}
+}
+
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 func resolveDir(base, dir string) string {

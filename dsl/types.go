@@ -28,6 +28,8 @@ type Workspace struct {
 	// Catalogs are the catalog blocks by name; "local" (type sql,
 	// .rewind/catalog.db, .rewind/warehouse) exists even when not declared.
 	Catalogs map[string]*Catalog
+
+	secrets *secrets // the sensitive values, for Redact and the commands' environment
 }
 
 // Catalog is an Iceberg catalog: type "sql" (a SQLite file and a local
@@ -113,6 +115,7 @@ type Notify struct {
 	command hcl.Expression // nil when unset
 	ctx     *hcl.EvalContext
 	dir     string
+	secrets *secrets
 }
 
 // Pipeline returns the pipeline called name, or nil.
@@ -149,6 +152,7 @@ type Pool struct {
 	teardown hcl.Expression
 	poolCtx  *hcl.EvalContext
 	dir      string // directory of the declaring file: setup and teardown run there
+	secrets  *secrets
 }
 
 // Limit protects an external system: at most Concurrency attempts of the
@@ -244,6 +248,7 @@ type Task struct {
 	loc       *time.Location // the pipeline's timezone
 	ctx       *hcl.EvalContext
 	depRanges map[string]hcl.Range // dependency name -> the reference in depends_on
+	secrets   *secrets
 }
 
 // Skew says which logical dates are hot and where they run.
@@ -287,7 +292,9 @@ type PoolVars struct {
 type Command struct {
 	// Argv is what is exec'd: for a string command, ["/bin/sh", "-c", cmd].
 	Argv []string
-	// Env holds the task's env block, rendered (without the REWIND_* variables).
+	// Env holds the task's env block, rendered (without the REWIND_* variables
+	// of the run), and the REWIND_SECRET_* variables that carry sensitive
+	// values: set them in the process's environment.
 	Env map[string]string
 	Dir string
 }

@@ -14,9 +14,12 @@ import (
 // variable is one input variable: declared in a variable block, set by
 // -var, then REWIND_VAR_<name>, then its default.
 type variable struct {
-	Name      string
-	Type      cty.Type
-	Value     cty.Value
+	Name  string
+	Type  cty.Type
+	Value cty.Value
+	// Sensitive (sensitive = true): the value is marked in var.*, never
+	// shown, and reaches tasks through their environment only.
+	Sensitive bool
 	DeclRange hcl.Range
 }
 
@@ -25,6 +28,7 @@ var variableSchema = &hcl.BodySchema{
 		{Name: "default"},
 		{Name: "type"},
 		{Name: "description"},
+		{Name: "sensitive"},
 	},
 }
 
@@ -65,6 +69,18 @@ func (l *loader) decodeVariables(blocks []*hcl.Block) {
 		if attr := content.Attributes["description"]; attr != nil {
 			l.noRefs(attr)
 		}
+		if attr := content.Attributes["sensitive"]; attr != nil && l.noRefs(attr) {
+			raw, diags := attr.Expr.Value(nil)
+			l.diags = append(l.diags, diags...)
+			if !diags.HasErrors() {
+				bv, err := convert.Convert(raw, cty.Bool)
+				if err != nil || bv.IsNull() || !bv.IsKnown() {
+					l.errorf(attr.Expr.Range(), "Invalid sensitive", "sensitive must be true or false.")
+				} else {
+					v.Sensitive = bv.True()
+				}
+			}
+		}
 		var def cty.Value
 		hasDef := false
 		if attr := content.Attributes["default"]; attr != nil {
@@ -92,6 +108,8 @@ func (l *loader) decodeVariables(blocks []*hcl.Block) {
 			v.Value = l.parseVarValue(v, env[name], envVarPrefix+name)
 		case hasDef:
 			v.Value = def
+		case v.Sensitive:
+			l.errorf(b.DefRange, "No value for required variable", "The sensitive variable %q has no default: set it with the environment variable %s%s (--var %s=VALUE works too, but the process list shows rewind's own arguments).", name, envVarPrefix, name, name)
 		default:
 			l.errorf(b.DefRange, "No value for required variable", "The variable %q has no default: set it with --var %s=VALUE or the environment variable %s%s.", name, name, envVarPrefix, name)
 		}
@@ -115,13 +133,17 @@ func hasKey(m map[string]string, k string) bool {
 // parseVarValue converts a value given as text: as is for string variables,
 // as an HCL expression (a number, a list, a map) for the other types.
 func (l *loader) parseVarValue(v *variable, raw, from string) cty.Value {
+	shown := fmt.Sprintf("%q", raw)
+	if v.Sensitive {
+		shown = SensitiveText
+	}
 	if v.Type.Equals(cty.DynamicPseudoType) {
 		return cty.StringVal(raw)
 	}
 	if v.Type.IsPrimitiveType() {
 		cv, err := convert.Convert(cty.StringVal(raw), v.Type)
 		if err != nil {
-			l.errorf(v.DeclRange, "Invalid value for variable", "The value %q given by %s is not a valid %s.", raw, from, typeexpr.TypeString(v.Type))
+			l.errorf(v.DeclRange, "Invalid value for variable", "The value %s given by %s is not a valid %s.", shown, from, typeexpr.TypeString(v.Type))
 			return cty.DynamicVal
 		}
 		return cv
@@ -132,12 +154,12 @@ func (l *loader) parseVarValue(v *variable, raw, from string) cty.Value {
 		val, diags = expr.Value(nil)
 	}
 	if diags.HasErrors() {
-		l.errorf(v.DeclRange, "Invalid value for variable", "The value %q given by %s is not a valid %s: %s", raw, from, typeexpr.TypeString(v.Type), diags[0].Summary)
+		l.errorf(v.DeclRange, "Invalid value for variable", "The value %s given by %s is not a valid %s: %s", shown, from, typeexpr.TypeString(v.Type), diags[0].Summary)
 		return cty.DynamicVal
 	}
 	cv, err := convert.Convert(val, v.Type)
 	if err != nil {
-		l.errorf(v.DeclRange, "Invalid value for variable", "The value %q given by %s is not a valid %s: %s.", raw, from, typeexpr.TypeString(v.Type), convertError(err))
+		l.errorf(v.DeclRange, "Invalid value for variable", "The value %s given by %s is not a valid %s: %s.", shown, from, typeexpr.TypeString(v.Type), convertError(err))
 		return cty.DynamicVal
 	}
 	return cv
@@ -152,10 +174,15 @@ func (l *loader) noRefs(attr *hcl.Attribute) bool {
 	return len(vars) == 0
 }
 
+// varValues is var.*: the values of sensitive variables are marked, so
+// that what derives from them is marked too.
 func (l *loader) varValues() cty.Value {
 	vals := map[string]cty.Value{}
 	for name, v := range l.vars {
 		vals[name] = v.Value
+		if v.Sensitive {
+			vals[name] = v.Value.Mark(markSensitive)
+		}
 	}
 	return cty.ObjectVal(vals)
 }
@@ -224,7 +251,9 @@ func (l *loader) decodeLocals(blocks []*hcl.Block) {
 				Functions: functions(),
 				Variables: map[string]cty.Value{"var": l.varValues(), "local": l.localValues()},
 			}
-			lv.Value = l.eval(lv.Expr, ctx, scope{})
+			// Marks are kept: a local derived from a sensitive variable
+			// is sensitive.
+			lv.Value = l.evalMarked(lv.Expr, ctx, scope{})
 			done[lv.Name] = true
 			progress = true
 		}

@@ -7,12 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	neturl "net/url"
 	"os"
-	"os/exec"
 	"strings"
 	"time"
 
 	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/executor"
 	"github.com/rewind-dev/rewind/store"
 )
 
@@ -30,15 +31,21 @@ func notifyAll(ctx context.Context, ws *dsl.Workspace, b store.Backfill, failed 
 		if err != nil {
 			errs = append(errs, fmt.Errorf("notify %s: %w", n.Name, err))
 		} else if cmd != nil {
-			c := exec.CommandContext(ctx, cmd.Argv[0], cmd.Argv[1:]...)
-			c.Dir = cmd.Dir
-			c.Stdin = strings.NewReader(report)
-			c.Env = append(os.Environ(), "REWIND_REPORT="+path, "REWIND_BACKFILL_ID="+b.ID, "REWIND_BACKFILL_STATE="+state, "REWIND_PIPELINE="+b.Pipeline)
+			env := append(os.Environ(), "REWIND_REPORT="+path, "REWIND_BACKFILL_ID="+b.ID, "REWIND_BACKFILL_STATE="+state, "REWIND_PIPELINE="+b.Pipeline)
 			for k, v := range cmd.Env {
-				c.Env = append(c.Env, k+"="+v)
+				env = append(env, k+"="+v)
 			}
-			if out, err := c.CombinedOutput(); err != nil {
-				errs = append(errs, fmt.Errorf("notify %s: %w: %s", n.Name, err, bytes.TrimSpace(out)))
+			o, err := executor.Run(ctx, executor.Command{Argv: cmd.Argv, Dir: cmd.Dir, Env: env,
+				Stdin: strings.NewReader(report), Timeout: notifyTimeout})
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("notify %s: %w", n.Name, err))
+			case !o.Success():
+				msg := fmt.Sprintf("notify %s: command %s", n.Name, o.Describe())
+				if line := lastLine(append(o.Stdout, o.Stderr...)); line != "" {
+					msg += ": " + ws.Redact(line)
+				}
+				errs = append(errs, errors.New(msg))
 			}
 		}
 		if n.Webhook != "" {
@@ -50,6 +57,9 @@ func notifyAll(ctx context.Context, ws *dsl.Workspace, b store.Backfill, failed 
 	return errors.Join(errs...)
 }
 
+// notifyTimeout bounds a notify block's command.
+const notifyTimeout = 5 * time.Minute
+
 // webhookBody is the JSON a notify webhook receives.
 type webhookBody struct {
 	ID       string `json:"id"`
@@ -60,6 +70,10 @@ type webhookBody struct {
 	Report   string `json:"report"` // Markdown
 }
 
+// postReport POSTs the report to a notify block's webhook. Its errors name
+// the webhook by scheme and host only (dsl.RedactURL): the path and query
+// of a webhook often carry a token, and these errors are printed, logged
+// and stored in the state.
 func postReport(ctx context.Context, url string, b store.Backfill, state, report string) error {
 	body, err := json.Marshal(webhookBody{ID: b.ID, Pipeline: b.Pipeline, Start: b.From.Format(dateOnly), End: b.To.Format(dateOnly), State: state, Report: report})
 	if err != nil {
@@ -69,16 +83,64 @@ func postReport(ctx context.Context, url string, b store.Backfill, state, report
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return webhookError(url, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return err
+		return webhookError(url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
-		return fmt.Errorf("webhook %s answered %s", url, resp.Status)
+		return fmt.Errorf("webhook %s answered %s", dsl.RedactURL(url), resp.Status)
 	}
 	return nil
 }
+
+// webhookError is err of a request to the webhook raw, with every part of
+// raw but its scheme and host redacted: a *url.Error (what net/http
+// returns, "Post \"https://...\": ...") keeps its type, Op and cause (for
+// errors.Is: context.DeadlineExceeded), with its URL redacted.
+func webhookError(raw string, err error) error {
+	shown := dsl.RedactURL(raw)
+	var ue *neturl.Error
+	if errors.As(err, &ue) {
+		return &neturl.Error{Op: ue.Op, URL: shown, Err: redactedCause(raw, ue.Err)}
+	}
+	return fmt.Errorf("webhook %s: %w", shown, redactedCause(raw, err))
+}
+
+// redactedCause is err, or an error of the same text with the webhook's
+// URL (or its path, query, or user info) replaced, when its text holds them.
+func redactedCause(raw string, err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	red := msg
+	parts := []string{raw}
+	if u, perr := neturl.Parse(raw); perr == nil {
+		for _, p := range []string{u.RequestURI(), u.EscapedPath(), u.Path, u.RawQuery, u.Fragment, u.User.String()} {
+			if p != "" && p != "/" {
+				parts = append(parts, p)
+			}
+		}
+	}
+	for _, p := range parts {
+		red = strings.ReplaceAll(red, p, dsl.RedactedMarker)
+	}
+	if red == msg {
+		return err
+	}
+	return &redactedErr{msg: red, err: err}
+}
+
+// redactedErr is an error whose text was redacted; errors.Is and
+// errors.As still see the original.
+type redactedErr struct {
+	msg string
+	err error
+}
+
+func (e *redactedErr) Error() string { return e.msg }
+func (e *redactedErr) Unwrap() error { return e.err }

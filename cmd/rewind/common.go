@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"os"
+	"io"
 	"path/filepath"
 	"time"
 
@@ -31,7 +31,11 @@ func (w *workspaceFlags) load(g *globals, path string) (*dsl.Workspace, error) {
 
 // isTerminal reports whether w is a terminal (a live progress bar, colour).
 func isTerminal(w any) bool {
-	f, ok := w.(*os.File)
+	ww, ok := w.(io.Writer)
+	if !ok {
+		return false
+	}
+	f, ok := osFile(ww)
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 

@@ -15,7 +15,7 @@ import (
 func writeDiagnostics(g *globals, files map[string]*hcl.File, diags hcl.Diagnostics) {
 	color := false
 	var width uint
-	if f, ok := g.stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+	if f, ok := osFile(g.stderr); ok && term.IsTerminal(int(f.Fd())) {
 		color = true
 		if w, _, err := term.GetSize(int(f.Fd())); err == nil && w > 0 {
 			width = uint(w)
@@ -40,13 +40,16 @@ func loadOptions(vars []string) (dsl.LoadOptions, error) {
 
 // loadWorkspace loads the workspace at path for commands that need a valid
 // one: diagnostics are printed, and errors end the command with exit code 2
-// (configuration error). Warnings are printed and loading goes on.
+// (configuration error). Warnings are printed and loading goes on. From then
+// on, what the command prints is scrubbed of the workspace's sensitive
+// values (redactOutput).
 func loadWorkspace(g *globals, path string, vars []string) (*dsl.Workspace, error) {
 	opts, err := loadOptions(vars)
 	if err != nil {
 		return nil, err
 	}
 	ws, diags := dsl.Load(path, opts)
+	redactOutput(g, ws)
 	if len(diags) > 0 {
 		writeDiagnostics(g, ws.Files, diags)
 	}

@@ -81,14 +81,16 @@ func rewindMain(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
+	// g.stderr, not stderr: once a workspace with sensitive values is
+	// loaded, it scrubs them (redactOutput).
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.msg != "" {
-			fmt.Fprintln(stderr, "rewind: "+ee.msg)
+			fmt.Fprintln(g.stderr, "rewind: "+ee.msg)
 		}
 		return ee.code
 	}
-	fmt.Fprintln(stderr, "rewind: "+err.Error())
+	fmt.Fprintln(g.stderr, "rewind: "+err.Error())
 	if store.IsUnavailable(err) {
 		return exitState
 	}

@@ -34,6 +34,7 @@ the number of pipelines, tasks and pools and exits 0.`,
 				return err
 			}
 			ws, diags := dsl.Load(path, opts)
+			redactOutput(g, ws)
 			if len(diags) > 0 {
 				writeDiagnostics(g, ws.Files, diags)
 			}
