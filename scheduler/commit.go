@@ -39,15 +39,18 @@ type committer struct {
 	quit chan struct{}
 	wg   sync.WaitGroup
 
-	mu       sync.Mutex
-	pending  []commitJob
-	seen     map[int64]bool
+	mu      sync.Mutex
+	pending []commitJob
+	// seen: the entries queued and not yet recorded. An entry is known by
+	// its id and creation time: SQLite reuses the id of a deleted row, so
+	// a new entry may carry the id of one recorded before.
+	seen     map[outboxKey]bool
 	inflight bool
 	results  []commitResult
 }
 
 func newCommitter(e *engine) *committer {
-	c := &committer{e: e, done: make(chan struct{}, 1), wake: make(chan struct{}, 1), quit: make(chan struct{}), seen: map[int64]bool{}}
+	c := &committer{e: e, done: make(chan struct{}, 1), wake: make(chan struct{}, 1), quit: make(chan struct{}), seen: map[outboxKey]bool{}}
 	c.wg.Add(1)
 	go c.work()
 	return c
@@ -57,10 +60,11 @@ func newCommitter(e *engine) *committer {
 func (c *committer) queue(item store.OutboxItem, r *runNode) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.seen[item.ID] {
+	k := keyOf(item)
+	if c.seen[k] {
 		return
 	}
-	c.seen[item.ID] = true
+	c.seen[k] = true
 	c.pending = append(c.pending, commitJob{item: item, run: r})
 	select {
 	case c.wake <- struct{}{}:
@@ -87,7 +91,16 @@ func (c *committer) take() []commitResult {
 	defer c.mu.Unlock()
 	out := c.results
 	c.results = nil
+	for _, r := range out {
+		delete(c.seen, keyOf(r.job.item))
+	}
 	return out
+}
+
+type outboxKey struct{ id, created int64 }
+
+func keyOf(item store.OutboxItem) outboxKey {
+	return outboxKey{item.ID, item.CreatedAt.UnixNano()}
 }
 
 // stop lets the commit being written finish; entries not started stay in
