@@ -39,6 +39,10 @@ var (
 	ErrConcurrentCommit = errors.New("lake: concurrent commit")
 	// ErrNoSuchRef reports a branch or tag that does not exist.
 	ErrNoSuchRef = errors.New("lake: no such branch or tag")
+	// ErrEmptyTable reports a table whose main has no snapshot yet: a
+	// branch cannot be made from it, but the first commit to a branch
+	// creates that branch.
+	ErrEmptyTable = errors.New("lake: table has no snapshot yet")
 	// ErrRefExists reports a branch or tag that already exists.
 	ErrRefExists = errors.New("lake: branch or tag already exists")
 	// ErrSchemaConflict reports an existing table whose columns or partition

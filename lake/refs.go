@@ -128,6 +128,9 @@ func (l *Lake) CreateBranch(ctx context.Context, tableName, branch, from string)
 	var seen *int64
 	return l.commitRefsOnly(ctx, tableName, func(md table.Metadata) ([]table.Requirement, []table.Update, error) {
 		src, ok := findRef(md, from)
+		if !ok && from == MainBranch && md.SnapshotByName(MainBranch) == nil {
+			return nil, nil, fmt.Errorf("%w: %s of %s", ErrEmptyTable, from, tableName)
+		}
 		if !ok {
 			return nil, nil, fmt.Errorf("%w: %s of %s has no snapshot to branch from", ErrNoSuchRef, from, tableName)
 		}

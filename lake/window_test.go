@@ -104,3 +104,22 @@ func TestReplaceWindowNothingDiffers(t *testing.T) {
 		t.Fatalf("repeat: done %v err %v", done, err)
 	}
 }
+
+// A table whose first data comes from a backfill: the first commit to the
+// branch creates it, and the cutover fills the empty main (no tag: there
+// was nothing before).
+func TestBackfillOfAnEmptyTable(t *testing.T) {
+	ctx := context.Background()
+	l, dir := openTest(t)
+	if err := l.CreateBranch(ctx, revenue.Table, "backfill_1", "main"); !errors.Is(err, ErrEmptyTable) {
+		t.Fatalf("branch of an empty table: %v", err)
+	}
+	replace(t, l, "backfill_1", "2024-01-01", writeCSV(t, dir, "2024-01-01", 10, 2))
+	if len(stats(t, l, "main")) != 0 {
+		t.Fatal("the branch write reached main")
+	}
+	if _, err := l.ReplaceWindow(ctx, revenue.Table, "main", "backfill_1", []string{"2024-01-01"}, "pre_backfill_1", "cutover:1", nil); err != nil {
+		t.Fatal(err)
+	}
+	checkStat(t, stats(t, l, "main"), "2024-01-01", 10, wantSum(10, 2))
+}

@@ -82,10 +82,13 @@ func (l *Lake) write(ctx context.Context, o Output, ref string, files []string, 
 	}
 	if ref != MainBranch {
 		r, ok := findRef(tbl.Metadata(), ref)
-		if !ok {
+		switch {
+		case !ok && tbl.Metadata().SnapshotByName(MainBranch) == nil:
+			// Nothing to branch from yet (the table's first data comes
+			// from a backfill): this commit creates the branch.
+		case !ok:
 			return 0, fmt.Errorf("%w: %s of %s", ErrNoSuchRef, ref, o.Table)
-		}
-		if r.SnapshotRefType != table.BranchRef {
+		case r.SnapshotRefType != table.BranchRef:
 			return 0, fmt.Errorf("lake: %s of %s is a tag; only branches take commits", ref, o.Table)
 		}
 	}

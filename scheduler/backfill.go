@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rewind-dev/rewind/dsl"
@@ -53,6 +54,12 @@ type PlanParams struct {
 	// IncludeDownstream pauses and rebuilds every pipeline downstream
 	// (consumers of consumers too), not only the direct consumers.
 	IncludeDownstream bool
+	// Tasks restricts the backfill to these tasks of the pipeline (a
+	// schema change, a task added to the pipeline): the other tasks keep
+	// their outcome. With TaskDownstream, the tasks that depend on them,
+	// directly or not, run too.
+	Tasks          []string
+	TaskDownstream bool
 }
 
 // PlanDate is one date of a plan.
@@ -61,8 +68,13 @@ type PlanDate struct {
 	DS          string `json:"ds"`
 	State       string `json:"state"`  // the current run's state, or "none"
 	Action      string `json:"action"` // create | reprocess | skip
-	Pool        string `json:"pool"`
-	Reason      string `json:"reason"`
+	// Result says where the date's current result lives: "main", or
+	// "branch" when it lives only on the branch of a backfill that was
+	// not cut over (cancelled, failed) or was rolled back; "none" without a
+	// successful run. Only for pipelines with outputs.
+	Result string `json:"result,omitempty"`
+	Pool   string `json:"pool"`
+	Reason string `json:"reason"`
 }
 
 // WatermarkReset is a watermark a backfill moves back.
@@ -74,7 +86,14 @@ type WatermarkReset struct {
 
 // Plan is what a backfill will do, computed without changing anything.
 type Plan struct {
-	Pipeline        string           `json:"pipeline"`
+	Pipeline string `json:"pipeline"`
+	// Paused: the pipeline is paused. apply refuses it unless
+	// IncludePaused (then the backfill's dates run, its scheduled runs
+	// stay paused).
+	Paused        bool `json:"paused"`
+	IncludePaused bool `json:"include_paused"`
+	// Tasks: the tasks the backfill runs (empty: all of them).
+	Tasks           []string         `json:"tasks"`
 	Start           string           `json:"start"`
 	End             string           `json:"end"`
 	Reprocess       string           `json:"reprocess"`
@@ -89,6 +108,9 @@ type Plan struct {
 	Requires        []string         `json:"requires"`
 	Watermarks      []WatermarkReset `json:"watermarks"`
 	Downstream      []string         `json:"downstream"` // paused during the backfill, rebuilt after
+	// Rebuilt: the consumers whose window dates the backfill cleared for
+	// their rebuild (recorded by rebuild_downstream, before unpausing them).
+	Rebuilt []string `json:"rebuilt,omitempty"`
 }
 
 // MakePlan computes a backfill plan from the workspace and the state.
@@ -100,6 +122,9 @@ func MakePlan(ctx context.Context, st store.Store, pp PlanParams) (*Plan, error)
 	switch pp.Reprocess {
 	case "":
 		pp.Reprocess = ReprocessNone
+		if len(pp.Tasks) > 0 {
+			pp.Reprocess = ReprocessCompleted // a restatement of some tasks re-runs them everywhere
+		}
 	case ReprocessNone, ReprocessFailed, ReprocessCompleted:
 	default:
 		return nil, fmt.Errorf("--reprocess %q: want none, failed or completed", pp.Reprocess)
@@ -131,9 +156,20 @@ func MakePlan(ctx context.Context, st store.Store, pp PlanParams) (*Plan, error)
 	for _, r := range runs {
 		existing[r.LogicalDate.Unix()] = r
 	}
+	tasks, err := selectTasks(def, pp.Tasks, pp.TaskDownstream)
+	if err != nil {
+		return nil, err
+	}
+	paused := false
+	if sp, err := st.GetPipeline(ctx, def.Name); err == nil {
+		paused = sp.Paused
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	results := resultPlace(ctx, st, def)
 	routes := DateRoutes(ctx, def, ivs)
 	plan := &Plan{
-		Pipeline: def.Name, Start: pp.Start.Format(dateOnly), End: pp.End.Format(dateOnly),
+		Pipeline: def.Name, Paused: paused, Tasks: tasks, Start: pp.Start.Format(dateOnly), End: pp.End.Format(dateOnly),
 		Reprocess: pp.Reprocess, Reverse: pp.Reverse, MaxActiveRuns: maxRuns,
 		Dates: []PlanDate{}, Requires: []string{}, Watermarks: []WatermarkReset{}, Downstream: []string{},
 	}
@@ -143,11 +179,23 @@ func MakePlan(ctx context.Context, st store.Store, pp PlanParams) (*Plan, error)
 		if r, ok := existing[iv.Start.Unix()]; ok {
 			d.State = string(r.State)
 			d.Action = "skip"
+			place, why := results(r)
+			d.Result = place
 			switch {
 			case r.State == store.RunQueued || r.State == store.RunRunning:
 			case pp.Reprocess == ReprocessCompleted, pp.Reprocess == ReprocessFailed && r.State == store.RunFailed:
 				d.Action = "reprocess"
+			case place == "branch":
+				// Its success lives only on a branch: main holds the
+				// version before it, which a later backfill must not take
+				// for done.
+				if pp.Reprocess == ReprocessFailed {
+					d.Action = "reprocess"
+				}
+				d.Reason = joinReason(d.Reason, why)
 			}
+		} else if len(def.Outputs) > 0 {
+			d.Result = "none"
 		}
 		if d.Action != "skip" {
 			plan.Selected++
@@ -191,7 +239,106 @@ func MakePlan(ctx context.Context, st store.Store, pp PlanParams) (*Plan, error)
 			plan.Watermarks = append(plan.Watermarks, wr)
 		}
 	}
+	redactPlan(pp.Workspace, plan)
 	return plan, nil
+}
+
+// selectTasks checks the tasks a backfill is restricted to, and adds the
+// tasks downstream of them (within the pipeline) with downstream.
+func selectTasks(def *dsl.Pipeline, names []string, downstream bool) ([]string, error) {
+	if len(names) == 0 {
+		return []string{}, nil
+	}
+	known := make([]string, len(def.Tasks))
+	for i, t := range def.Tasks {
+		known[i] = t.Name
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		if !slices.Contains(known, n) {
+			return nil, fmt.Errorf("unknown task %q of pipeline %s (known: %s)", n, def.Name, strings.Join(known, ", "))
+		}
+		want[n] = true
+	}
+	for changed := downstream; changed; {
+		changed = false
+		for _, t := range def.Tasks {
+			if want[t.Name] {
+				continue
+			}
+			for _, up := range t.DependsOn {
+				if want[up] {
+					want[t.Name], changed = true, true
+					break
+				}
+			}
+		}
+	}
+	var out []string
+	for _, t := range def.Tasks {
+		if want[t.Name] {
+			out = append(out, t.Name)
+		}
+	}
+	return out, nil
+}
+
+// resultPlace returns a function that says where a run's result lives
+// ("main", "branch", "none") and, for a branch, why: a successful run of a
+// backfill that was not cut over (cancelled, failed, still running) or
+// that was rolled back left its result on the backfill's branch only.
+func resultPlace(ctx context.Context, st store.Store, def *dsl.Pipeline) func(store.Run) (string, string) {
+	backfills := map[string]*store.Backfill{}
+	return func(r store.Run) (string, string) {
+		if len(def.Outputs) == 0 {
+			return "", ""
+		}
+		if r.State != store.RunSuccess {
+			return "none", ""
+		}
+		if r.Kind != store.KindBackfill || r.BackfillID == "" {
+			return "main", ""
+		}
+		b, ok := backfills[r.BackfillID]
+		if !ok {
+			if got, err := st.GetBackfill(ctx, r.BackfillID); err == nil {
+				b = &got
+			}
+			backfills[r.BackfillID] = b
+		}
+		switch {
+		case b == nil:
+			return "main", ""
+		case b.RolledBack:
+			return "branch", fmt.Sprintf("backfill %s was rolled back: main holds the version before it", b.ID)
+		case b.State == store.BackfillSuccess:
+			return "main", ""
+		default:
+			return "branch", fmt.Sprintf("its result is only on %s (backfill %s %s, not cut over): main holds the version before it", BranchName(b.ID), b.ID, b.State)
+		}
+	}
+}
+
+func joinReason(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// redactPlan scrubs the workspace's sensitive values from the plan's text
+// (reasons, source checks): a plan is printed and stored with the backfill.
+func redactPlan(ws *dsl.Workspace, plan *Plan) {
+	if !ws.HasSecrets() {
+		return
+	}
+	for i := range plan.Dates {
+		plan.Dates[i].Pool = ws.Redact(plan.Dates[i].Pool)
+		plan.Dates[i].Reason = ws.Redact(plan.Dates[i].Reason)
+	}
+	for i := range plan.Requires {
+		plan.Requires[i] = ws.Redact(plan.Requires[i])
+	}
 }
 
 // downstream lists the consumers of a pipeline; with all, their consumers
@@ -280,8 +427,13 @@ type ApplyOptions struct {
 	RefreshEvery time.Duration
 	Grace        time.Duration
 	Wait         bool
-	// Force cuts over even when validation finds changes over max_change.
+	// Force cuts over even when validation finds changes over max_change
+	// (never with unfinished dates).
 	Force bool
+	// IncludePaused applies the backfill of a paused pipeline: its dates
+	// run as backfill runs, its scheduled runs stay paused. Recorded in the
+	// plan, it holds for the resumes too.
+	IncludePaused bool
 	// OnPhase is told when a phase starts.
 	OnPhase    func(id, phase string)
 	OnProgress func(Progress)
@@ -297,6 +449,9 @@ type BackfillResult struct {
 	Summary    *Summary
 	// Corrections are the outputs' per-date changes that validation found.
 	Corrections []Correction
+	// Unpaused: the consumers unpaused because the backfill failed before
+	// its cutover (main untouched).
+	Unpaused []string
 }
 
 // ErrSourcesMissing stops a backfill whose source checks failed before
@@ -335,8 +490,26 @@ func ApplyBackfill(ctx context.Context, o ApplyOptions) (*BackfillResult, error)
 		if err := json.Unmarshal([]byte(b.Plan), &plan); err != nil {
 			return nil, fmt.Errorf("backfill %s: stored plan: %w", b.ID, err)
 		}
+		if o.IncludePaused && !plan.IncludePaused {
+			plan.IncludePaused = true
+			raw, err := json.Marshal(plan)
+			if err != nil {
+				return nil, err
+			}
+			text := string(raw)
+			if err := st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: b.ID, Plan: &text, Now: time.Now()}); err != nil {
+				return nil, err
+			}
+		}
+		if err := checkPaused(ctx, st, plan); err != nil {
+			return &BackfillResult{ID: b.ID, State: b.State}, err
+		}
 	} else {
 		plan = *o.Plan
+		plan.IncludePaused = plan.IncludePaused || o.IncludePaused
+		if err := checkPaused(ctx, st, plan); err != nil {
+			return nil, err
+		}
 		raw, err := json.Marshal(plan)
 		if err != nil {
 			return nil, err
@@ -362,7 +535,9 @@ func ApplyBackfill(ctx context.Context, o ApplyOptions) (*BackfillResult, error)
 			b.ID = fmt.Sprintf("%s_%d", base, n)
 		}
 	}
-	a := &applier{o: o, b: b, plan: plan, res: &BackfillResult{ID: b.ID, State: store.BackfillRunning}, lakes: NewLakes(o.Workspace)}
+	a := &applier{o: o, b: b, plan: plan, res: &BackfillResult{ID: b.ID, State: store.BackfillRunning}, lakes: NewLakes(o.Workspace),
+		resumed: o.ResumeID != "", hold: new(atomic.Bool)}
+	a.hold.Store(b.OnHold)
 	a.def = o.Workspace.Pipeline(plan.Pipeline)
 	if a.def == nil {
 		return a.res, fmt.Errorf("backfill %s: pipeline %s is not in the workspace", b.ID, plan.Pipeline)
@@ -370,17 +545,42 @@ func ApplyBackfill(ctx context.Context, o ApplyOptions) (*BackfillResult, error)
 	return a.res, a.run(ctx)
 }
 
+// ErrPipelinePaused refuses a backfill of a paused pipeline without
+// IncludePaused: its dates would never run.
+var ErrPipelinePaused = errors.New("pipeline is paused")
+
+// checkPaused refuses the plan of a paused pipeline unless it includes it.
+func checkPaused(ctx context.Context, st store.Store, plan Plan) error {
+	if plan.IncludePaused {
+		return nil
+	}
+	sp, err := st.GetPipeline(ctx, plan.Pipeline)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if sp.Paused {
+		return fmt.Errorf("%w: %s; its backfill would run nothing: unpause it (rewind unpause %s), or pass --include-paused to run the backfill's dates while its scheduled runs stay paused",
+			ErrPipelinePaused, plan.Pipeline, plan.Pipeline)
+	}
+	return nil
+}
+
 func newBackfillID(pipeline string) string {
 	return pipeline + "_" + time.Now().UTC().Format("20060102T150405")
 }
 
 type applier struct {
-	o     ApplyOptions
-	b     store.Backfill
-	plan  Plan
-	def   *dsl.Pipeline
-	res   *BackfillResult
-	lakes *Lakes
+	o       ApplyOptions
+	b       store.Backfill
+	plan    Plan
+	def     *dsl.Pipeline
+	res     *BackfillResult
+	lakes   *Lakes
+	resumed bool         // apply --resume
+	hold    *atomic.Bool // backfill pause, polled from the store
 }
 
 // ErrValidation stops a backfill whose outputs changed more than their
@@ -398,8 +598,8 @@ func (a *applier) selectedDS() []string {
 // validate compares each output's branch with main for every date of the
 // backfill (write-audit-publish): main stays untouched until cutover.
 func (a *applier) validate(ctx context.Context) error {
-	if a.runsFailed(ctx) {
-		return errors.New("some runs of the backfill failed: main is left untouched (see rewind backfill status)")
+	if err := a.requireComplete(ctx, "validation"); err != nil {
+		return err
 	}
 	if len(a.def.Outputs) == 0 {
 		return nil
@@ -431,6 +631,9 @@ func (a *applier) validate(ctx context.Context) error {
 // what main gained meanwhile (the nightly runs). A cutover repeated after a
 // crash finds its commit in main's history and does nothing.
 func (a *applier) cutover(ctx context.Context) error {
+	if err := a.requireComplete(ctx, "the cutover"); err != nil {
+		return err
+	}
 	window := a.selectedDS()
 	for _, o := range a.def.Outputs {
 		lk, err := a.lakes.Get(ctx, o.Catalog)
@@ -484,13 +687,23 @@ func RollbackBackfill(ctx context.Context, st store.Store, ws *dsl.Workspace, id
 		}
 	}
 	detail := fmt.Sprintf("rolled back: the %d dates of the window are on main as at %s; later dates kept", len(window), TagName(id))
-	return st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: id, Detail: &detail, Now: time.Now()})
+	yes := true
+	return st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: id, Detail: &detail, RolledBack: &yes, Now: time.Now()})
 }
 
 func (a *applier) run(ctx context.Context) error {
 	start := slices.Index(phases, a.b.Phase)
 	if start < 0 {
 		start = 0
+	}
+	if a.resumed && start > slices.Index(phases, PhaseRun) && start <= slices.Index(phases, PhaseCutover) {
+		// Resumed past the run phase but before its cutover: a date that
+		// is not done (failed, cleared, taken) runs again first.
+		if w, err := a.progress(ctx); err != nil {
+			return err
+		} else if !w.complete() {
+			start = slices.Index(phases, PhaseRun)
+		}
 	}
 	if start > 0 && start < slices.Index(phases, PhaseRebuild) {
 		// Resumed between freeze and rebuild: the consumers stay frozen
@@ -544,9 +757,20 @@ func (a *applier) watchCancel(ctx context.Context, stop context.CancelCauseFunc)
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if b, err := a.o.Store.GetBackfill(ctx, a.b.ID); err == nil && b.State == store.BackfillCancelled {
+			b, err := a.o.Store.GetBackfill(ctx, a.b.ID)
+			if err != nil {
+				continue
+			}
+			if b.State == store.BackfillCancelled {
 				stop(errCancelled)
 				return
+			}
+			if was := a.hold.Swap(b.OnHold); was != b.OnHold {
+				if b.OnHold {
+					a.o.Log.Info("backfill paused: nothing new starts until rewind backfill unpause", "backfill", a.b.ID)
+				} else {
+					a.o.Log.Info("backfill unpaused", "backfill", a.b.ID)
+				}
 			}
 		}
 	}
@@ -559,10 +783,18 @@ func (a *applier) setPhase(ph string) error {
 
 func (a *applier) fail(ph string, err error) error {
 	ctx := context.Background()
+	// The detail is stored in the state and the error printed: what a
+	// check or a notify command said may hold a sensitive value.
+	err = a.o.Workspace.RedactError(err)
 	detail := err.Error()
 	a.res.State = store.BackfillFailed
-	if ph == PhaseVerify {
-		// Nothing was written: the consumers go back to how they were.
+	switch ph {
+	case PhaseVerify, PhaseWatermark, PhaseRun, PhaseValidate:
+		// main was not touched: the consumers go back to how they were (a
+		// resume freezes them again).
+		if len(a.b.Paused) > 0 {
+			a.res.Unpaused = slices.Clone(a.b.Paused)
+		}
 		if uerr := a.unpause(ctx); uerr != nil {
 			err = errors.Join(err, uerr)
 		}
@@ -682,7 +914,7 @@ func (a *applier) verify(ctx context.Context) error {
 		rv := a.runVars(d)
 		for _, r := range a.def.Requires {
 			if err := r.Check(ctx, rv); err != nil {
-				missing = append(missing, fmt.Sprintf("%s: %s: %v", d.DS, r.Name, err))
+				missing = append(missing, a.o.Workspace.Redact(fmt.Sprintf("%s: %s: %v", d.DS, r.Name, err)))
 			}
 		}
 	}
@@ -737,13 +969,21 @@ func (a *applier) runDates(ctx context.Context) error {
 	case ReprocessCompleted:
 		states = []store.RunState{store.RunFailed, store.RunSuccess}
 	}
-	if _, err := st.ReprocessRuns(ctx, store.ReprocessRunsParams{Pipeline: a.def.Name, BackfillID: a.b.ID, From: a.b.From, To: a.b.To, States: states, Now: time.Now()}); err != nil {
+	if _, err := st.ReprocessRuns(ctx, store.ReprocessRunsParams{Pipeline: a.def.Name, BackfillID: a.b.ID, From: a.b.From, To: a.b.To,
+		States: states, Tasks: a.plan.Tasks, Now: time.Now()}); err != nil {
+		return err
+	}
+	// The dates that the window-wide hand-over did not reach: taken since
+	// the plan by the nightly run or a clear, a success that lived only on
+	// another branch; on a resume, this backfill's own failed dates.
+	if err := a.takeOver(ctx, a.resumed); err != nil {
 		return err
 	}
 	sum, err := Run(ctx, Options{
 		Store: st, Workspace: a.o.Workspace, Now: a.o.Now, Clock: a.o.Clock, RefreshEvery: a.o.RefreshEvery,
 		Home: a.o.Home, Wait: true, Grace: a.o.Grace,
-		Backfill:   &BackfillRun{ID: a.b.ID, Pipeline: a.def.Name, MaxActiveRuns: a.plan.MaxActiveRuns, Reverse: a.plan.Reverse},
+		Backfill: &BackfillRun{ID: a.b.ID, Pipeline: a.def.Name, MaxActiveRuns: a.plan.MaxActiveRuns, Reverse: a.plan.Reverse,
+			IncludePaused: a.plan.IncludePaused, Hold: a.hold},
 		OnProgress: a.o.OnProgress, Log: a.o.Log,
 	})
 	a.res.Summary = sum
@@ -771,22 +1011,36 @@ func (a *applier) runsFailed(ctx context.Context) bool {
 }
 
 // rebuild clears the consumers' affected dates, unpauses them and runs them.
+// The clear happens once: the consumers to rebuild are recorded in the plan
+// before they are unpaused, so that a resume in this phase runs what is
+// left of them and never clears (re-runs) a consumer date already rebuilt.
 func (a *applier) rebuild(ctx context.Context) error {
-	if len(a.b.Paused) == 0 {
-		return nil
-	}
-	consumers := slices.Clone(a.b.Paused)
-	if !a.runsFailed(ctx) {
+	if len(a.b.Paused) > 0 {
+		consumers := slices.Clone(a.b.Paused)
 		for _, c := range consumers {
+			// While a consumer is paused, nothing of it has run since the
+			// clear: clearing again after a crash here changes nothing.
 			if _, err := a.o.Store.ClearTasks(ctx, store.ClearTasksParams{Pipeline: c, From: a.b.From, To: a.b.To, Now: time.Now()}); err != nil {
 				return err
 			}
 		}
+		a.plan.Rebuilt = consumers
+		raw, err := json.Marshal(a.plan)
+		if err != nil {
+			return err
+		}
+		text := string(raw)
+		if err := a.o.Store.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: a.b.ID, Plan: &text, Now: time.Now()}); err != nil {
+			return err
+		}
+		if err := a.unpause(ctx); err != nil {
+			return err
+		}
 	}
-	if err := a.unpause(ctx); err != nil {
-		return err
+	if len(a.plan.Rebuilt) == 0 {
+		return nil
 	}
-	_, err := Run(ctx, Options{Store: a.o.Store, Workspace: a.o.Workspace, Pipelines: consumers, Now: a.o.Now, Home: a.o.Home, Wait: true, Grace: a.o.Grace, Log: a.o.Log})
+	_, err := Run(ctx, Options{Store: a.o.Store, Workspace: a.o.Workspace, Pipelines: a.plan.Rebuilt, Now: a.o.Now, Home: a.o.Home, Wait: true, Grace: a.o.Grace, Log: a.o.Log})
 	return err
 }
 
@@ -804,6 +1058,8 @@ func (a *applier) report(ctx context.Context) error {
 		}
 		text += "\n## Corrections of the outputs\n\n" + correctionsTable(cs)
 	}
+	// The report is stored and sent: never a sensitive value in it.
+	text = a.o.Workspace.Redact(text)
 	path := filepath.Join(a.o.Home, "backfills", a.b.ID+".md")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err

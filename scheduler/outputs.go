@@ -99,7 +99,7 @@ func commitOutputsOnce(ctx context.Context, lakes *Lakes, def *dsl.Pipeline, run
 		ref := lake.MainBranch
 		if run.Kind == store.KindBackfill {
 			ref = BranchName(run.BackfillID)
-			if err := lk.CreateBranch(ctx, o.Table, ref, lake.MainBranch); err != nil && !errors.Is(err, lake.ErrRefExists) {
+			if err := lk.CreateBranch(ctx, o.Table, ref, lake.MainBranch); err != nil && !errors.Is(err, lake.ErrRefExists) && !errors.Is(err, lake.ErrEmptyTable) {
 				return fmt.Errorf("output %s: branch %s: %w", o.Name, ref, err)
 			}
 		}

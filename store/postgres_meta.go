@@ -387,6 +387,9 @@ func (s *pgStore) UpdateBackfill(ctx context.Context, p UpdateBackfillParams) er
 	if p.Paused != nil {
 		sets = append(sets, "paused = "+args.add(strings.Join(p.Paused, ",")))
 	}
+	if p.Plan != nil {
+		sets = append(sets, "plan = "+args.add(*p.Plan))
+	}
 	if p.OnHold != nil {
 		sets = append(sets, "on_hold = "+args.add(pgBool(*p.OnHold)))
 	}

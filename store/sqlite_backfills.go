@@ -136,6 +136,9 @@ func (s *sqliteStore) UpdateBackfill(ctx context.Context, p UpdateBackfillParams
 	if p.Paused != nil {
 		sets, args = append(sets, "paused = ?"), append(args, strings.Join(p.Paused, ","))
 	}
+	if p.Plan != nil {
+		sets, args = append(sets, "plan = ?"), append(args, *p.Plan)
+	}
 	if p.OnHold != nil {
 		sets, args = append(sets, "on_hold = ?"), append(args, *p.OnHold)
 	}

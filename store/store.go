@@ -520,6 +520,8 @@ type (
 		Phase  string
 		Detail *string
 		Paused []string // nil keeps
+		// Plan, when not nil, replaces the recorded plan (JSON).
+		Plan *string
 		// OnHold and RolledBack, when not nil, set those flags.
 		OnHold     *bool
 		RolledBack *bool

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -29,6 +30,8 @@ type planFlags struct {
 	now           string
 	path          string
 	downstream    bool
+	tasks         []string
+	taskDown      bool
 }
 
 func (f *planFlags) add(c *cobra.Command) {
@@ -41,11 +44,16 @@ func (f *planFlags) add(c *cobra.Command) {
 	c.Flags().StringVar(&f.now, "now", "", "the clock (RFC 3339): only due intervals are backfilled")
 	c.Flags().StringVar(&f.path, "path", ".", "directory of the pipeline files")
 	c.Flags().BoolVar(&f.downstream, "include-downstream", false, "pause and rebuild every pipeline downstream, not only the direct consumers")
+	c.Flags().StringArrayVar(&f.tasks, "task", nil, "re-run only this task (repeatable); the others keep their outcome (default --reprocess completed)")
+	c.Flags().BoolVar(&f.taskDown, "downstream", false, "with --task, also the tasks that depend on it")
 }
 
 func (f *planFlags) plan(cmd *cobra.Command, g *globals, pipeline string, st store.Store) (*scheduler.Plan, error) {
 	if f.start == "" || f.end == "" {
 		return nil, exitWith(exitUsage, "backfill needs --start and --end")
+	}
+	if f.taskDown && len(f.tasks) == 0 {
+		return nil, exitWith(exitUsage, "--downstream goes with --task NAME")
 	}
 	w, err := f.ws.load(g, f.path)
 	if err != nil {
@@ -70,6 +78,7 @@ func (f *planFlags) plan(cmd *cobra.Command, g *globals, pipeline string, st sto
 	plan, err := scheduler.MakePlan(cmd.Context(), st, scheduler.PlanParams{
 		Workspace: w, Pipeline: pipeline, Start: start, End: end, Reprocess: f.reprocess,
 		Reverse: f.reverse, MaxActiveRuns: f.maxActiveRuns, Now: now, IncludeDownstream: f.downstream,
+		Tasks: f.tasks, TaskDownstream: f.taskDown,
 	})
 	if err != nil {
 		return nil, exitWith(exitUsage, "%v", err)
@@ -88,7 +97,8 @@ the watermarks, run the dates as backfill runs, rebuild the consumers, write
 the report to .rewind/backfills/ID.md and send it to every notify block);
 'status' shows where it is; 'apply --resume ID' continues after a crash.`,
 	}
-	c.AddCommand(newBackfillPlanCmd(g), newBackfillApplyCmd(g), newBackfillStatusCmd(g), newBackfillListCmd(g), newBackfillCancelCmd(g), newBackfillRollbackCmd(g))
+	c.AddCommand(newBackfillPlanCmd(g), newBackfillApplyCmd(g), newBackfillStatusCmd(g), newBackfillListCmd(g), newBackfillCancelCmd(g),
+		newBackfillHoldCmd(g, true), newBackfillHoldCmd(g, false), newBackfillRollbackCmd(g))
 	return c
 }
 
@@ -146,6 +156,16 @@ func printPlan(w io.Writer, p *scheduler.Plan) {
 		fmt.Fprintf(w, ", about %s (median run %s)", (time.Duration(p.EstimateSeconds * float64(time.Second))).Round(time.Second), time.Duration(p.RunSeconds*float64(time.Second)).Round(time.Millisecond))
 	}
 	fmt.Fprintln(w)
+	if len(p.Tasks) > 0 {
+		fmt.Fprintf(w, "tasks re-run: %s (the others keep their outcome)\n", strings.Join(p.Tasks, ", "))
+	}
+	if p.Paused {
+		if p.IncludePaused {
+			fmt.Fprintf(w, "%s is paused: the backfill's dates run anyway (--include-paused), its scheduled runs stay paused\n", p.Pipeline)
+		} else {
+			fmt.Fprintf(w, "%s is paused: apply refuses this backfill unless --include-paused (or rewind unpause %s first)\n", p.Pipeline, p.Pipeline)
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DS\tSTATE\tACTION\tPOOL\tREASON")
 	for _, d := range p.Dates {
@@ -174,6 +194,8 @@ func newBackfillApplyCmd(g *globals) *cobra.Command {
 		planFile string
 		quiet    bool
 		force    bool
+
+		includePaused bool
 	)
 	c := &cobra.Command{
 		Use:   "apply PIPELINE --start D --end D | apply --resume ID",
@@ -205,7 +227,7 @@ interrupted (resume with --resume ID).`,
 			if err != nil {
 				return err
 			}
-			o := scheduler.ApplyOptions{Store: st, Workspace: w, Home: homeDir(g), Now: now, Wait: true, ResumeID: resume, Force: force}
+			o := scheduler.ApplyOptions{Store: st, Workspace: w, Home: homeDir(g), Now: now, Wait: true, ResumeID: resume, Force: force, IncludePaused: includePaused}
 			switch {
 			case resume != "":
 			case planFile != "":
@@ -241,8 +263,13 @@ interrupted (resume with --resume ID).`,
 				return exitWith(exitFailed, "backfill %s cancelled", res.ID)
 			case res != nil && res.Summary != nil && res.Summary.Interrupted:
 				return exitWith(exitInterrupt, "interrupted: continue with 'rewind backfill apply --resume %s'", res.ID)
+			case errors.Is(err, scheduler.ErrPipelinePaused):
+				return exitWith(exitUsage, "%v", err)
 			case err != nil:
 				if res != nil {
+					if len(res.Unpaused) > 0 {
+						fmt.Fprintf(g.stderr, "consumers unpaused (main untouched): %s\n", strings.Join(res.Unpaused, ", "))
+					}
 					return exitWith(exitFailed, "backfill %s: %v", res.ID, err)
 				}
 				return exitWith(exitFailed, "%v", err)
@@ -263,7 +290,8 @@ interrupted (resume with --resume ID).`,
 	c.Flags().StringVar(&resume, "resume", "", "continue the backfill with this id")
 	c.Flags().StringVar(&planFile, "plan", "", "apply the plan written by 'backfill plan --out FILE'")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing but errors")
-	c.Flags().BoolVar(&force, "force", false, "cut over even when validation finds changes over max_change")
+	c.Flags().BoolVar(&force, "force", false, "cut over even when validation finds changes over max_change (never with unfinished dates)")
+	c.Flags().BoolVar(&includePaused, "include-paused", false, "run the backfill of a paused pipeline (its scheduled runs stay paused)")
 	return c
 }
 
@@ -271,7 +299,7 @@ func newBackfillRollbackCmd(g *globals) *cobra.Command {
 	var path string
 	c := &cobra.Command{
 		Use:     "rollback ID",
-		Short:   "Move main of the backfill's outputs back to the snapshot tagged before its cutover",
+		Short:   "Restore the window's dates of the backfill's outputs on main as they were before its cutover",
 		Example: "  rewind backfill rollback daily_revenue_20260123T101500",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -287,7 +315,7 @@ func newBackfillRollbackCmd(g *globals) *cobra.Command {
 			if err := scheduler.RollbackBackfill(cmd.Context(), st, w, args[0]); err != nil {
 				return exitWith(exitFailed, "%v", err)
 			}
-			fmt.Fprintf(g.stdout, "backfill %s rolled back: main is at %s\n", args[0], scheduler.TagName(args[0]))
+			fmt.Fprintf(g.stdout, "backfill %s rolled back: the window's dates on main are as at %s, later commits kept\n", args[0], scheduler.TagName(args[0]))
 			return nil
 		},
 	}
@@ -403,7 +431,9 @@ func newBackfillCancelCmd(g *globals) *cobra.Command {
 		Long: `Cancel marks the backfill cancelled. A running 'backfill apply' sees it within
 a second, stops its attempts (recorded interrupted), fails the backfill's
 unfinished runs and unpauses the consumers it paused. A backfill whose apply
-is not running is settled the same way at once.`,
+is not running, or that failed, is settled the same way at once. Its
+finished dates live only on its branch: a later backfill with --reprocess
+failed runs them again.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -416,20 +446,51 @@ is not running is settled the same way at once.`,
 			if err != nil {
 				return err
 			}
-			if b.State != store.BackfillRunning {
-				return exitWith(exitUsage, "backfill %s is %s already", b.ID, b.State)
+			b, err = scheduler.CancelBackfill(ctx, st, b.ID)
+			if errors.Is(err, scheduler.ErrBackfillState) {
+				return exitWith(exitUsage, "%v", err)
 			}
-			if err := st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: b.ID, State: store.BackfillCancelled, Now: time.Now()}); err != nil {
-				return exitWith(exitFailed, "%v", err)
-			}
-			// Settle it here too, in case no apply is running.
-			for _, name := range b.Paused {
-				_ = st.SetPaused(ctx, store.SetPausedParams{Name: name, Paused: false, Now: time.Now()})
-			}
-			if err := scheduler.CancelBackfillRuns(ctx, st, b); err != nil {
+			if err != nil {
 				return exitWith(exitFailed, "%v", err)
 			}
 			fmt.Fprintf(g.stdout, "backfill %s: cancelled\n", b.ID)
+			return nil
+		},
+	}
+}
+
+// newBackfillHoldCmd is backfill pause (hold) or backfill unpause.
+func newBackfillHoldCmd(g *globals, hold bool) *cobra.Command {
+	use, short, done := "unpause ID", "Let a paused backfill start runs again", "unpaused"
+	if hold {
+		use, short, done = "pause ID", "Start nothing new of a backfill; its running attempts finish", "paused: nothing new starts until rewind backfill unpause"
+	}
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long: `A paused backfill starts no new run or task; its running attempts finish, and
+its 'backfill apply' waits. 'backfill unpause ID' lets it go on (a backfill
+whose apply is not running goes on with 'apply --resume ID').`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			st, err := openStore(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			b, err := findBackfill(cmd, st, args)
+			if err != nil {
+				return err
+			}
+			b, err = scheduler.HoldBackfill(ctx, st, b.ID, hold)
+			if errors.Is(err, scheduler.ErrBackfillState) {
+				return exitWith(exitUsage, "%v", err)
+			}
+			if err != nil {
+				return exitWith(exitFailed, "%v", err)
+			}
+			fmt.Fprintf(g.stdout, "backfill %s: %s\n", b.ID, done)
 			return nil
 		},
 	}
