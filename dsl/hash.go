@@ -22,11 +22,14 @@ type hashPipeline struct {
 	Catchup        bool
 	MaxActiveRuns  int
 	MaxActiveTasks int
-	Params         map[string]string
-	Tasks          []hashTask
-	Skew           *hashSkew
-	Pools          map[string]hashPool
-	Limits         map[string]hashLimit
+	// ReprocessLookback is left out when unset: the hashes of pipelines
+	// without it stay as they were.
+	ReprocessLookback string `json:",omitempty"`
+	Params            map[string]string
+	Tasks             []hashTask
+	Skew              *hashSkew
+	Pools             map[string]hashPool
+	Limits            map[string]hashLimit
 	// Consumes is left out of the JSON when empty, so that the hash of a
 	// pipeline that consumes nothing is the one it had before consumes existed.
 	Consumes []string `json:",omitempty"`
@@ -97,9 +100,15 @@ func (l *loader) hashPipeline(p *Pipeline) string {
 		MaxActiveRuns:  p.MaxActiveRuns,
 		MaxActiveTasks: p.MaxActiveTasks,
 		Params:         p.Params,
-		Pools:          map[string]hashPool{},
-		Limits:         map[string]hashLimit{},
-		Consumes:       p.Consumes,
+		ReprocessLookback: func() string {
+			if p.ReprocessLookback > 0 {
+				return p.ReprocessLookback.String()
+			}
+			return ""
+		}(),
+		Pools:    map[string]hashPool{},
+		Limits:   map[string]hashLimit{},
+		Consumes: p.Consumes,
 	}
 	if !p.EndDate.IsZero() {
 		h.EndDate = p.EndDate.Format(time.RFC3339)

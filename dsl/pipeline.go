@@ -25,6 +25,7 @@ var pipelineSchema = &hcl.BodySchema{
 		{Name: "start_date"},
 		{Name: "end_date"},
 		{Name: "catchup"},
+		{Name: "reprocess_lookback"},
 		{Name: "max_active_runs"},
 		{Name: "max_active_tasks"},
 		{Name: "default_pool"},
@@ -184,6 +185,15 @@ func (l *loader) decodePipeline(b *hcl.Block, content *hcl.BodyContent, inst ins
 
 	if v, ok := l.boolAttr(attrs["catchup"], ctx, sc); ok {
 		p.Catchup = v
+	}
+	if attr := attrs["reprocess_lookback"]; attr != nil {
+		if d, ok := l.durationAttr(attr, ctx, sc); ok {
+			if d <= 0 {
+				l.errorf(attr.Expr.Range(), "Invalid reprocess_lookback", "reprocess_lookback must be more than 0 (e.g. \"2d\"); leave it out to re-run nothing.")
+			} else {
+				p.ReprocessLookback = d
+			}
+		}
 	}
 	if n, ok := l.intAttr(attrs["max_active_runs"], ctx, sc, 1, math.MaxInt32, "at least 1"); ok {
 		p.MaxActiveRuns = n

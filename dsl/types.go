@@ -175,6 +175,10 @@ type Pipeline struct {
 	Catchup        bool
 	MaxActiveRuns  int
 	MaxActiveTasks int // at least 1; default 16
+	// ReprocessLookback (reprocess_lookback = "2d"): each new scheduled run
+	// also runs again the pipeline's finished runs of that span before it,
+	// so that late-arriving data lands without a manual backfill. 0: none.
+	ReprocessLookback time.Duration
 	DefaultPool    string
 	Description    string
 	Tags           []string

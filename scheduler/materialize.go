@@ -52,6 +52,7 @@ func Materialize(ctx context.Context, st store.Store, p MaterializeParams) (int,
 		tasks[i] = store.TaskSpec{Name: t.Name, Pool: t.Pool}
 	}
 	created := 0
+	var first time.Time       // the earliest interval of a batch that created runs
 	var batch []store.RunSpec // grows with what is due: most passes have nothing
 	flush := func() error {
 		if len(batch) == 0 {
@@ -64,6 +65,9 @@ func Materialize(ctx context.Context, st store.Store, p MaterializeParams) (int,
 			mp.Through = batch[len(batch)-1].LogicalDate
 		}
 		n, err := st.MaterializeRuns(ctx, mp)
+		if n > 0 && first.IsZero() {
+			first = batch[0].LogicalDate
+		}
 		created += n
 		batch = batch[:0]
 		return err
@@ -91,5 +95,34 @@ func Materialize(ctx context.Context, st store.Store, p MaterializeParams) (int,
 			return created, err
 		}
 	}
-	return created, flush()
+	if err := flush(); err != nil {
+		return created, err
+	}
+	if kind == store.KindScheduled && pl.ReprocessLookback > 0 && !first.IsZero() {
+		if err := lookback(ctx, st, pl, first); err != nil {
+			return created, err
+		}
+	}
+	return created, nil
+}
+
+// lookback runs again, for a pipeline with reprocess_lookback, its finished
+// runs of the span before the first new scheduled run: late-arriving data
+// of those intervals lands with tonight's run, each re-run replacing its
+// partition in a new snapshot of its outputs. Runs of the span that never
+// finished (new in the same catchup) are left to run once.
+func lookback(ctx context.Context, st store.Store, pl *dsl.Pipeline, first time.Time) error {
+	from := first.Add(-pl.ReprocessLookback)
+	if from.Before(pl.StartDate) {
+		from = pl.StartDate
+	}
+	to := first.Add(-time.Second)
+	if to.Before(from) {
+		return nil
+	}
+	_, err := st.ClearTasks(ctx, store.ClearTasksParams{Pipeline: pl.Name, From: from, To: to, SparingBackfills: true, Now: time.Now()})
+	if err != nil {
+		return fmt.Errorf("pipeline %s: reprocess_lookback: %w", pl.Name, err)
+	}
+	return nil
 }

@@ -328,6 +328,9 @@ func (s *pgStore) ClearTasks(ctx context.Context, p ClearTasksParams) (int, erro
 	if p.Task != "" {
 		cond += " AND ti.task = " + args.add(p.Task)
 	}
+	if p.SparingBackfills {
+		cond += " AND NOT (r.kind = 'backfill' AND r.backfill_id IN (SELECT id FROM backfills WHERE state = 'running'))"
+	}
 	// As in SQLite: the runs of backfills that no longer run, without a
 	// live attempt, go back to their pipeline.
 	detach := `pipeline = $2` + win + ` AND kind = 'backfill' AND backfill_id <> ''

@@ -319,6 +319,9 @@ func (s *sqliteStore) ClearTasks(ctx context.Context, p ClearTasksParams) (int, 
 		cond += " AND ti.task = ?"
 		args = append(args, p.Task)
 	}
+	if p.SparingBackfills {
+		cond += " AND NOT (r.kind = 'backfill' AND r.backfill_id IN (SELECT id FROM backfills WHERE state = 'running'))"
+	}
 	// A run of a backfill that no longer runs (failed, cancelled, done)
 	// becomes the pipeline's own: `rewind run` executes it and it commits
 	// to main. That way out works for every such run without a live

@@ -498,7 +498,10 @@ type (
 		From, To   time.Time
 		OnlyFailed bool
 		Task       string
-		Now        time.Time
+		// SparingBackfills leaves alone the runs of running backfills
+		// (reprocess_lookback must not re-run what a backfill finished).
+		SparingBackfills bool
+		Now              time.Time
 	}
 	// FindAttemptParams finds one attempt; TryNumber 0 means the latest.
 	FindAttemptParams struct {
