@@ -179,10 +179,10 @@ type Pipeline struct {
 	// also runs again the pipeline's finished runs of that span before it,
 	// so that late-arriving data lands without a manual backfill. 0: none.
 	ReprocessLookback time.Duration
-	DefaultPool    string
-	Description    string
-	Tags           []string
-	Params         map[string]string // keys are identifiers: tasks see REWIND_PARAM_<key>
+	DefaultPool       string
+	Description       string
+	Tags              []string
+	Params            map[string]string // keys are identifiers: tasks see REWIND_PARAM_<key>
 	// Tasks in a topological order (every task after its dependencies), ties by name.
 	Tasks []*Task
 	Skew  *Skew // nil when the pipeline has no skew block
