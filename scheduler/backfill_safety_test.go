@@ -421,3 +421,95 @@ func TestOutboxIDReuse(t *testing.T) {
 		}
 	}
 }
+
+// A failed validation leaves main untouched and unpauses the consumers
+// (the seeds' sixth sequence); --force then cuts over.
+func TestFailedValidationUnpausesConsumers(t *testing.T) {
+	e := newEnv(t, strings.Replace(ledgerHCL, "max_change = { amount_usd = 10 }", "max_change = { amount_usd = 0.5 }", 1))
+	ctx := context.Background()
+	e.setFactor("1")
+	now := utc("2025-07-06T00:00:00Z")
+	e.run(scheduler.Options{Now: now})
+	e.setFactor("3") // +200 %, over the 50 % rule
+	plan := e.plan(scheduler.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-05T00:00:00Z"), Reprocess: "completed", Now: now})
+	res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: now})
+	if !errors.Is(err, scheduler.ErrValidation) {
+		t.Fatalf("apply: %v; want a validation failure", err)
+	}
+	if p, _ := e.st.GetPipeline(ctx, "kpis"); p.Paused {
+		t.Error("the consumer stays paused after a failed validation, main untouched")
+	}
+	if fmt.Sprint(res.Unpaused) != "[kpis]" {
+		t.Errorf("the result says unpaused %v", res.Unpaused)
+	}
+	for ds, got := range e.mainAmounts() {
+		if got != 100 {
+			t.Errorf("main %s = %g after a failed validation", ds, got)
+		}
+	}
+	res, err = e.apply(scheduler.ApplyOptions{ResumeID: res.ID, Now: now, Force: true})
+	if err != nil || res.State != store.BackfillSuccess {
+		t.Fatalf("resume --force: %v", err)
+	}
+	for _, ds := range dates("2025-07-01", "2025-07-05") {
+		if got := e.mainAmounts()[ds]; got != 300 {
+			t.Errorf("main %s = %g after --force; want 300", ds, got)
+		}
+	}
+	e.noWedgedRuns("revenue", "kpis")
+}
+
+// The nightly runs go on during a 30-date backfill and commit their dates
+// to main: the cutover succeeds, the window holds the backfill's data, the
+// nightly dates keep theirs; a rollback brings back the old window and
+// keeps the nightly dates.
+func TestNightlyRunsDuringA30DateBackfill(t *testing.T) {
+	e := newEnv(t, ledgerHCL)
+	e.setFactor("1")
+	e.run(scheduler.Options{Now: utc("2025-07-31T00:00:00Z")})
+	plan := e.plan(scheduler.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-30T00:00:00Z"), Reprocess: "completed", Now: utc("2025-07-31T00:00:00Z")})
+	e.setFactor("2")
+	nightlies := 0
+	res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: utc("2025-07-31T00:00:00Z"), OnPhase: func(id, phase string) {
+		if phase != scheduler.PhaseValidate {
+			return
+		}
+		// Three nights pass while the backfill validates: each commits
+		// its date to main, with the code of that night (version 5).
+		e.setFactor("5")
+		for _, now := range []string{"2025-08-01", "2025-08-02", "2025-08-03"} {
+			if sum := e.run(scheduler.Options{Now: utc(now + "T00:00:00Z"), Pipelines: []string{"revenue"}}); sum.Failed() {
+				t.Errorf("nightly run of %s failed", now)
+			}
+			nightlies++
+		}
+	}})
+	if err != nil || res.State != store.BackfillSuccess {
+		t.Fatalf("apply over three nightly commits: %v (%+v)", err, res)
+	}
+	main := e.mainAmounts()
+	for _, ds := range dates("2025-07-01", "2025-07-30") {
+		if main[ds] != 200 {
+			t.Errorf("main %s = %g; want the backfill's 200", ds, main[ds])
+		}
+	}
+	for _, ds := range dates("2025-07-31", "2025-08-02") {
+		if main[ds] != 500 {
+			t.Errorf("nightly date %s = %g on main; want its own 500", ds, main[ds])
+		}
+	}
+	if err := scheduler.RollbackBackfill(context.Background(), e.st, e.ws, res.ID); err != nil {
+		t.Fatal(err)
+	}
+	main = e.mainAmounts()
+	for _, ds := range dates("2025-07-01", "2025-07-30") {
+		if main[ds] != 100 {
+			t.Errorf("after rollback main %s = %g; want the old 100", ds, main[ds])
+		}
+	}
+	for _, ds := range dates("2025-07-31", "2025-08-02") {
+		if main[ds] != 500 {
+			t.Errorf("after rollback nightly date %s = %g; want its own 500 kept", ds, main[ds])
+		}
+	}
+}

@@ -17,6 +17,10 @@ import (
 // TestMain lets the test binary stand in for a task that needs memory:
 // REWIND_TEST_HOG_MB=N makes it hold N MiB for a while, then exit 0.
 func TestMain(m *testing.M) {
+	if os.Getenv("REWIND_MODEL_CHILD") != "" {
+		modelChild() // a child of TestBackfillModel
+		os.Exit(0)
+	}
 	if mb, err := strconv.Atoi(os.Getenv("REWIND_TEST_HOG_MB")); err == nil {
 		hog := make([]byte, mb<<20)
 		for i := 0; i < len(hog); i += 4096 {

@@ -1,0 +1,501 @@
+package scheduler_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/lake"
+	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/store"
+)
+
+// A model-based test of backfills: seeded random sequences of the commands
+// an operator mixes (apply, Ctrl-C, kill -9, --resume, --force, cancel,
+// pause and unpause of the pipeline and of the backfill, clear, the nightly
+// run, rollback) on a 20-date window of a pipeline whose output encodes
+// the version of its code. After each sequence every backfill is resumed
+// until it ends, and the invariants hold:
+//   - a backfill that succeeded left on main, for every date of its
+//     window, what its branch holds (checked when it succeeds), and its
+//     report counts what the state says;
+//   - a rollback restores the window from the tag;
+//   - at the end, main holds for each date the version the last event
+//     that touched it put there, and a version some attempt produced;
+//   - no run is left queued or running, no backfill running.
+//
+// REWIND_MODEL_SEQUENCES (default 8) and REWIND_MODEL_SEED choose the
+// sequences; a failing sequence is printed with its seed.
+//
+// apply and resume run in a child process (this test binary), so that
+// kill -9 is a real one: the attempts it started live on and the next
+// resume adopts them.
+
+const modelHCL = `
+catalog "local" {
+  uri       = ".rewind/catalog.db"
+  warehouse = ".rewind/warehouse"
+}
+pipeline "revenue" {
+  schedule        = "@daily"
+  start_date      = "2025-07-01"
+  max_active_runs = 4
+  task "compute" {
+    command = "f=$(cat factor); echo \"$REWIND_DS $f\" >> ledger.log; sleep 0.05; awk -v ds=$REWIND_DS -v f=$f 'BEGIN { print \"ds,currency,amount_usd\"; print ds \",EUR,\" 100*f }' > $REWIND_RUN_DIR/revenue.csv"
+  }
+  output "revenue" {
+    table     = "analytics.fct_daily_revenue"
+    from      = "${run.dir}/revenue.csv"
+    columns   = { ds = "date", currency = "string", amount_usd = "double" }
+    partition = "ds"
+    validate {
+      max_change = { amount_usd = 1000 }
+    }
+  }
+}
+`
+
+const (
+	modelFrom = "2025-07-01"
+	modelTo   = "2025-07-20"
+	modelNow  = "2025-07-21T00:00:00Z"
+)
+
+// modelChild, in the child process, applies or resumes a backfill and
+// prints the result as JSON on stdout.
+func modelChild() {
+	dir := os.Getenv("REWIND_MODEL_CHILD")
+	ctx := context.Background()
+	ws, diags := dsl.Load(dir, dsl.LoadOptions{})
+	if diags.HasErrors() {
+		fmt.Fprintln(os.Stderr, diags.Error())
+		os.Exit(2)
+	}
+	st, err := store.Open(ctx, "sqlite:"+filepath.Join(dir, ".rewind", "state.db"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(4)
+	}
+	defer st.Close()
+	sig, stop := signalContext(ctx)
+	defer stop()
+	o := scheduler.ApplyOptions{Store: st, Workspace: ws, Home: filepath.Join(dir, ".rewind"), Now: utc(modelNow), Wait: true,
+		Grace: 2 * time.Second, ResumeID: os.Getenv("REWIND_MODEL_RESUME"), Force: os.Getenv("REWIND_MODEL_FORCE") != "", IncludePaused: true}
+	if o.ResumeID == "" {
+		from, _ := time.Parse(time.DateOnly, modelFrom)
+		to, _ := time.Parse(time.DateOnly, modelTo)
+		plan, err := scheduler.MakePlan(ctx, st, scheduler.PlanParams{Workspace: ws, Pipeline: "revenue", Start: from, End: to, Reprocess: "completed", Now: utc(modelNow)})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		o.Plan = plan
+	}
+	res, err := scheduler.ApplyBackfill(sig, o)
+	out := map[string]string{}
+	if res != nil {
+		out["id"], out["state"] = res.ID, string(res.State)
+	}
+	if err != nil {
+		out["error"] = err.Error()
+	}
+	json.NewEncoder(os.Stdout).Encode(out)
+}
+
+// model is one sequence's workspace and what the test knows of it.
+type model struct {
+	t       *testing.T
+	e       *env
+	version int
+	night   time.Time         // the nightly run's clock
+	log     []string          // the steps, for a failure report
+	expect  map[string]string // date -> the value main must hold ("" unknown)
+	paused  bool
+}
+
+// step logs a step.
+func (m *model) step(format string, args ...any) {
+	m.log = append(m.log, fmt.Sprintf(format, args...))
+}
+
+func (m *model) fail(format string, args ...any) {
+	m.t.Helper()
+	m.t.Fatalf("%s\nsteps:\n  %s", fmt.Sprintf(format, args...), strings.Join(m.log, "\n  "))
+}
+
+// child runs apply (resume "" ) or resume ID in a child process. With
+// killAfter > 0 it is killed (sig) once that many attempts more have
+// started.
+func (m *model) child(resume string, force bool, killAfter int, sig syscall.Signal) map[string]string {
+	m.t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "REWIND_MODEL_CHILD="+m.e.dir, "REWIND_MODEL_RESUME="+resume)
+	if force {
+		cmd.Env = append(cmd.Env, "REWIND_MODEL_FORCE=1")
+	}
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	base := len(m.e.events("ledger.log"))
+	if err := cmd.Start(); err != nil {
+		m.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	if killAfter > 0 {
+		deadline := time.Now().Add(60 * time.Second)
+	wait:
+		for len(m.e.events("ledger.log")) < base+killAfter {
+			select {
+			case <-done:
+				done <- nil
+				break wait
+			case <-time.After(10 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				m.fail("no attempt started")
+			}
+		}
+		_ = cmd.Process.Signal(sig)
+	}
+	select {
+	case <-done:
+	case <-time.After(120 * time.Second):
+		_ = cmd.Process.Kill()
+		m.fail("apply hung:\n%s", stderr.String())
+	}
+	out := map[string]string{}
+	if s := strings.TrimSpace(stdout.String()); s != "" {
+		lines := strings.Split(s, "\n")
+		_ = json.Unmarshal([]byte(lines[len(lines)-1]), &out)
+	}
+	return out
+}
+
+// latest is the newest backfill in one of the states (nil if none).
+func (m *model) latest(states ...store.BackfillState) *store.Backfill {
+	list, err := m.e.st.ListBackfills(context.Background())
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	for _, b := range list {
+		for _, s := range states {
+			if b.State == s {
+				return &b
+			}
+		}
+	}
+	return nil
+}
+
+// amounts reads a ref's amount per date (the version times 100).
+func (m *model) amounts(ref string) map[string]string {
+	lakes := scheduler.NewLakes(m.e.ws)
+	defer lakes.Close()
+	lk, err := lakes.Get(context.Background(), "local")
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	st, err := lk.PartitionStats(context.Background(), "analytics.fct_daily_revenue", ref, []string{"amount_usd"})
+	if err != nil {
+		if errors.Is(err, lake.ErrNoSuchRef) {
+			return nil
+		}
+		m.t.Fatal(err)
+	}
+	out := map[string]string{}
+	for ds, s := range st {
+		out[ds] = strconv.FormatFloat(s.Sums["amount_usd"], 'f', -1, 64)
+	}
+	return out
+}
+
+// succeeded checks a backfill that just succeeded: main holds its
+// branch's values for the whole window, and its report counts the state.
+func (m *model) succeeded(id string) {
+	m.t.Helper()
+	b, err := m.e.st.GetBackfill(context.Background(), id)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	var plan scheduler.Plan
+	if err := json.Unmarshal([]byte(b.Plan), &plan); err != nil {
+		m.t.Fatal(err)
+	}
+	branch, main := m.amounts(scheduler.BranchName(id)), m.amounts("main")
+	selected := 0
+	for _, d := range plan.Dates {
+		if d.Action == "skip" {
+			continue // in progress when planned: not this backfill's
+		}
+		selected++
+		if main[d.DS] != branch[d.DS] {
+			m.fail("backfill %s succeeded but main %s = %s, its branch %s", id, d.DS, main[d.DS], branch[d.DS])
+		}
+		m.expect[d.DS] = main[d.DS]
+	}
+	ok := 0
+	for _, r := range m.e.runs("revenue") {
+		if r.BackfillID == id && r.State == store.RunSuccess {
+			ok++
+		}
+	}
+	if ok != selected {
+		m.fail("backfill %s succeeded with %d of its %d dates succeeded in the state", id, ok, selected)
+	}
+	report, err := os.ReadFile(filepath.Join(m.e.home, "backfills", id+".md"))
+	if err != nil {
+		m.fail("backfill %s: no report: %v", id, err)
+	}
+	if want := fmt.Sprintf("- dates: %d planned, %d succeeded, 0 failed", selected, selected); !strings.Contains(string(report), want) {
+		m.fail("backfill %s: the report does not count the state (%s):\n%s", id, want, report)
+	}
+}
+
+// signalContext is cancelled by SIGINT or SIGTERM (the child's Ctrl-C).
+func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+}
+
+// apply is a new backfill with a new version of the code, maybe stopped.
+func (m *model) apply(r *rand.Rand) {
+	m.version++
+	m.e.setFactor(strconv.Itoa(m.version))
+	switch k := r.IntN(3); k {
+	case 0:
+		m.step("apply v%d", m.version)
+		out := m.child("", false, 0, 0)
+		if out["state"] == string(store.BackfillSuccess) {
+			m.succeeded(out["id"])
+		}
+	case 1:
+		n := 1 + r.IntN(15)
+		m.step("apply v%d, Ctrl-C after %d attempts", m.version, n)
+		m.child("", false, n, syscall.SIGINT)
+	default:
+		n := 1 + r.IntN(15)
+		m.step("apply v%d, kill -9 after %d attempts", m.version, n)
+		m.child("", false, n, syscall.SIGKILL)
+	}
+}
+
+// resume resumes the newest unfinished backfill (unpausing it first if it
+// is on hold), maybe stopped again.
+func (m *model) resume(r *rand.Rand, force bool) {
+	b := m.latest(store.BackfillRunning, store.BackfillFailed)
+	if b == nil {
+		return
+	}
+	if b.OnHold {
+		m.step("backfill unpause %s", b.ID)
+		if _, err := scheduler.HoldBackfill(context.Background(), m.e.st, b.ID, false); err != nil && !errors.Is(err, scheduler.ErrBackfillState) {
+			m.fail("unpause: %v", err)
+		}
+	}
+	kill := r.IntN(4) == 0
+	switch {
+	case kill:
+		n := 1 + r.IntN(10)
+		m.step("resume %s (force %v), kill -9 after %d attempts", b.ID, force, n)
+		m.child(b.ID, force, n, syscall.SIGKILL)
+	default:
+		m.step("resume %s (force %v)", b.ID, force)
+		out := m.child(b.ID, force, 0, 0)
+		if out["state"] == string(store.BackfillSuccess) {
+			m.succeeded(b.ID)
+		}
+	}
+}
+
+func (m *model) cancel() {
+	if b := m.latest(store.BackfillRunning, store.BackfillFailed); b != nil {
+		m.step("cancel %s", b.ID)
+		if _, err := scheduler.CancelBackfill(context.Background(), m.e.st, b.ID); err != nil {
+			m.fail("cancel: %v", err)
+		}
+	}
+}
+
+func (m *model) hold() {
+	if b := m.latest(store.BackfillRunning); b != nil {
+		m.step("backfill pause %s", b.ID)
+		if _, err := scheduler.HoldBackfill(context.Background(), m.e.st, b.ID, true); err != nil {
+			m.fail("backfill pause: %v", err)
+		}
+	}
+}
+
+func (m *model) pausePipeline(paused bool) {
+	m.step("pause revenue: %v", paused)
+	if err := m.e.st.SetPaused(context.Background(), store.SetPausedParams{Name: "revenue", Paused: paused, Now: time.Now()}); err != nil {
+		m.fail("pause: %v", err)
+	}
+	m.paused = paused
+}
+
+func (m *model) clear(r *rand.Rand) {
+	a, b := r.IntN(20), r.IntN(20)
+	if a > b {
+		a, b = b, a
+	}
+	from, to := utc(modelFrom+"T00:00:00Z").AddDate(0, 0, a), utc(modelFrom+"T00:00:00Z").AddDate(0, 0, b)
+	m.step("clear %s..%s", from.Format(time.DateOnly), to.Format(time.DateOnly))
+	if _, err := m.e.st.ClearTasks(context.Background(), store.ClearTasksParams{Pipeline: "revenue", From: from, To: to, Now: time.Now()}); err != nil {
+		m.fail("clear: %v", err)
+	}
+}
+
+// nightly is the cron's rewind run of the next day: it runs the new date
+// and whatever is the pipeline's own and waiting (cleared dates).
+func (m *model) nightly() {
+	m.night = m.night.AddDate(0, 0, 1)
+	m.step("run --now %s", m.night.Format(time.DateOnly))
+	sum, err := scheduler.Run(context.Background(), scheduler.Options{Store: m.e.st, Workspace: m.e.ws, Home: m.e.home, Now: m.night, Wait: true, Grace: 2 * time.Second})
+	if err != nil {
+		m.fail("run: %v", err)
+	}
+	main := m.amounts("main")
+	for _, f := range sum.Finished {
+		if f.State == store.RunSuccess && f.DS >= modelFrom && f.DS <= modelTo {
+			m.expect[f.DS] = main[f.DS] // a scheduled run of a window date committed it
+			if want := strconv.Itoa(100 * m.version); main[f.DS] != want {
+				m.fail("the nightly run committed %s = %s; the code is at version %d", f.DS, main[f.DS], m.version)
+			}
+		}
+	}
+}
+
+func (m *model) rollback() {
+	b := m.latest(store.BackfillSuccess)
+	if b == nil || b.RolledBack {
+		return
+	}
+	m.step("rollback %s", b.ID)
+	if err := scheduler.RollbackBackfill(context.Background(), m.e.st, m.e.ws, b.ID); err != nil {
+		m.fail("rollback: %v", err)
+	}
+	tag, main := m.amounts(scheduler.TagName(b.ID)), m.amounts("main")
+	for _, ds := range dates(modelFrom, modelTo) {
+		if main[ds] != tag[ds] {
+			m.fail("after the rollback of %s, main %s = %s, the tag %s", b.ID, ds, main[ds], tag[ds])
+		}
+		m.expect[ds] = main[ds]
+	}
+}
+
+// finish resumes every unfinished backfill until it ends, as an operator
+// would, then checks the invariants of the end state.
+func (m *model) finish() {
+	if m.paused {
+		m.pausePipeline(false)
+	}
+	for round := 0; ; round++ {
+		b := m.latest(store.BackfillRunning, store.BackfillFailed)
+		if b == nil {
+			break
+		}
+		if round == 6 {
+			m.fail("backfill %s is still %s after 6 resumes: no way out (%s)", b.ID, b.State, b.Detail)
+		}
+		if b.OnHold {
+			scheduler.HoldBackfill(context.Background(), m.e.st, b.ID, false)
+		}
+		m.step("finish: resume %s", b.ID)
+		out := m.child(b.ID, false, 0, 0)
+		if out["state"] == string(store.BackfillSuccess) {
+			m.succeeded(b.ID)
+		}
+	}
+	m.nightly() // what clears handed back to the pipeline runs now
+	for _, r := range m.e.runs("revenue") {
+		if r.State == store.RunQueued || r.State == store.RunRunning {
+			m.fail("%s is left %s (kind %s, backfill %q)", r.DS, r.State, r.Kind, r.BackfillID)
+		}
+	}
+	main := m.amounts("main")
+	produced := map[string]map[string]bool{}
+	for _, line := range m.e.events("ledger.log") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		v, _ := strconv.Atoi(f[1])
+		if produced[f[0]] == nil {
+			produced[f[0]] = map[string]bool{}
+		}
+		produced[f[0]][strconv.Itoa(100*v)] = true
+	}
+	for _, ds := range dates(modelFrom, modelTo) {
+		if !produced[ds][main[ds]] {
+			m.fail("main %s = %s: no attempt produced that version", ds, main[ds])
+		}
+		if want := m.expect[ds]; want != "" && main[ds] != want {
+			m.fail("main %s = %s; the last event that touched it left %s", ds, main[ds], want)
+		}
+	}
+}
+
+func TestBackfillModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the model replays real processes and commits: not in -short")
+	}
+	sequences := 8
+	if n, err := strconv.Atoi(os.Getenv("REWIND_MODEL_SEQUENCES")); err == nil && n > 0 {
+		sequences = n
+	}
+	seed := uint64(20261201)
+	if s, err := strconv.ParseUint(os.Getenv("REWIND_MODEL_SEED"), 10, 64); err == nil {
+		seed = s
+	}
+	for i := 0; i < sequences; i++ {
+		seq := seed + uint64(i)
+		t.Run(fmt.Sprintf("seed=%d", seq), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seq, 0))
+			e := newEnv(t, modelHCL)
+			m := &model{t: t, e: e, version: 1, night: utc(modelNow), expect: map[string]string{}}
+			e.setFactor("1")
+			if sum, err := scheduler.Run(context.Background(), scheduler.Options{Store: e.st, Workspace: e.ws, Home: e.home, Now: m.night}); err != nil || sum.Failed() {
+				t.Fatalf("first catchup: %v", err)
+			}
+			for _, ds := range dates(modelFrom, modelTo) {
+				m.expect[ds] = "100"
+			}
+			steps := 1 + r.IntN(12)
+			for s := 0; s < steps; s++ {
+				switch k := r.IntN(100); {
+				case k < 25:
+					m.apply(r)
+				case k < 45:
+					m.resume(r, false)
+				case k < 50:
+					m.resume(r, true)
+				case k < 58:
+					m.cancel()
+				case k < 64:
+					m.pausePipeline(!m.paused)
+				case k < 70:
+					m.hold()
+				case k < 80:
+					m.clear(r)
+				case k < 92:
+					m.nightly()
+				default:
+					m.rollback()
+				}
+			}
+			m.finish()
+			t.Logf("%d steps: %s", len(m.log), strings.Join(m.log, "; "))
+		})
+	}
+}
