@@ -67,6 +67,15 @@ func (a *applier) progress(ctx context.Context) (windowProgress, error) {
 	return w, nil
 }
 
+// taskSpecs are the pipeline's tasks, for the runs the backfill takes.
+func (a *applier) taskSpecs() []store.TaskSpec {
+	out := make([]store.TaskSpec, len(a.def.Tasks))
+	for i, t := range a.def.Tasks {
+		out[i] = store.TaskSpec{Name: t.Name, Pool: t.Pool}
+	}
+	return out
+}
+
 // ErrUnfinished stops validate and cutover while a date of the window has
 // not succeeded in the backfill: --force passes a failing validation, never
 // unfinished dates.
@@ -124,7 +133,7 @@ func (a *applier) takeOver(ctx context.Context, resumed bool) error {
 			states = states[:2] // another backfill's waiting run: its own
 		}
 		if _, err := st.ReprocessRuns(ctx, store.ReprocessRunsParams{Pipeline: a.def.Name, BackfillID: a.b.ID,
-			From: r.LogicalDate, To: r.LogicalDate, States: states, Tasks: a.plan.Tasks, Now: time.Now()}); err != nil {
+			From: r.LogicalDate, To: r.LogicalDate, States: states, Tasks: a.plan.Tasks, Add: a.taskSpecs(), Now: time.Now()}); err != nil {
 			return err
 		}
 	}

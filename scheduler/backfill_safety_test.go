@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
 )
@@ -510,6 +511,47 @@ func TestNightlyRunsDuringA30DateBackfill(t *testing.T) {
 	for _, ds := range dates("2025-07-31", "2025-08-02") {
 		if main[ds] != 500 {
 			t.Errorf("after rollback nightly date %s = %g; want its own 500 kept", ds, main[ds])
+		}
+	}
+}
+
+// A task added to a pipeline reaches its history with a backfill of that
+// task: the old runs get its task instance, it runs on every date, and
+// the tasks that were there keep their successes.
+func TestNewTaskReachesHistory(t *testing.T) {
+	before := `
+pipeline "p" {
+  schedule   = "@daily"
+  start_date = "2025-07-01"
+  task "extract" { command = "echo \"extract $REWIND_DS\" >> events.log" }
+}
+`
+	e := newEnv(t, before)
+	now := utc("2025-07-11T00:00:00Z")
+	e.run(scheduler.Options{Now: now})
+	after := strings.Replace(before, "\n}\n", `
+  task "enrich" {
+    command    = "echo \"enrich $REWIND_DS\" >> events.log"
+    depends_on = [task.extract]
+  }
+}
+`, 1)
+	if err := os.WriteFile(filepath.Join(e.dir, "main.hcl"), []byte(after), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ws, diags := dsl.Load(e.dir, dsl.LoadOptions{})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	e.ws = ws
+	plan := e.plan(scheduler.PlanParams{Pipeline: "p", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-10T00:00:00Z"), Tasks: []string{"enrich"}, Now: now})
+	if res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: now}); err != nil || res.State != store.BackfillSuccess {
+		t.Fatalf("apply: %v", err)
+	}
+	got := counts(e.events("events.log"))
+	for _, ds := range dates("2025-07-01", "2025-07-10") {
+		if got["extract "+ds] != 1 || got["enrich "+ds] != 1 {
+			t.Errorf("%s: extract ran %d times, enrich %d; want 1 and 1", ds, got["extract "+ds], got["enrich "+ds])
 		}
 	}
 }

@@ -442,6 +442,15 @@ func (s *pgStore) ReprocessRuns(ctx context.Context, p ReprocessRunsParams) (int
 			p.BackfillID, p.Pipeline, nanos(p.From), nanos(p.To), states, nullNanos(p.Now), tasks); err != nil {
 			return fmt.Errorf("store: reprocess task instances of %s: %w", p.Pipeline, err)
 		}
+		for _, t := range p.Add {
+			if _, err := tx.ExecContext(ctx, `
+				INSERT INTO task_instances (run_id, task, state, pool, updated_at)
+				SELECT id, $6, 'scheduled', $7, $8 FROM runs WHERE `+where+`
+				ON CONFLICT (run_id, task) DO NOTHING`,
+				p.BackfillID, p.Pipeline, nanos(p.From), nanos(p.To), states, t.Name, t.Pool, nullNanos(p.Now)); err != nil {
+				return fmt.Errorf("store: reprocess runs of %s: add task %s: %w", p.Pipeline, t.Name, err)
+			}
+		}
 		res, err := tx.ExecContext(ctx, `
 			UPDATE runs SET kind = 'backfill', backfill_id = $1, state = 'queued', started_at = NULL, ended_at = NULL
 			WHERE `+where, p.BackfillID, p.Pipeline, nanos(p.From), nanos(p.To), states)

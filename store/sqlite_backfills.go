@@ -194,6 +194,14 @@ func (s *sqliteStore) ReprocessRuns(ctx context.Context, p ReprocessRunsParams) 
 			WHERE state <> 'running' AND run_id IN (SELECT id FROM runs WHERE `+where+`)`+byName, tiArgs...); err != nil {
 			return fmt.Errorf("store: reprocess task instances of %s: %w", p.Pipeline, err)
 		}
+		for _, t := range p.Add {
+			if _, err := tx.ExecContext(ctx, `
+				INSERT INTO task_instances (run_id, task, state, pool, updated_at)
+				SELECT id, ?, 'scheduled', ?, ? FROM runs WHERE `+where+`
+				ON CONFLICT (run_id, task) DO NOTHING`, append([]any{t.Name, t.Pool, nullNanos(p.Now)}, args...)...); err != nil {
+				return fmt.Errorf("store: reprocess runs of %s: add task %s: %w", p.Pipeline, t.Name, err)
+			}
+		}
 		res, err := tx.ExecContext(ctx, `
 			UPDATE runs SET kind = 'backfill', backfill_id = ?, state = 'queued', started_at = NULL, ended_at = NULL
 			WHERE `+where, append([]any{p.BackfillID}, args...)...)

@@ -544,7 +544,12 @@ type (
 		From, To   time.Time
 		States     []RunState
 		Tasks      []string // nil: every task
-		Now        time.Time
+		// Add are the pipeline's tasks: a run taken that has no task
+		// instance of one of them (a task added to the pipeline since the
+		// run was made) gets one, scheduled. That is how a new task reaches
+		// the pipeline's history.
+		Add []TaskSpec
+		Now time.Time
 	}
 	// SetWatermarkParams sets a pipeline's watermark; a zero LogicalDate
 	// removes it.

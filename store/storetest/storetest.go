@@ -2451,13 +2451,17 @@ func testReprocessTasks(t *testing.T, st store.Store) {
 	}
 	finishRun(t, st, r.ID, store.RunSuccess)
 	n, err := st.ReprocessRuns(ctx, store.ReprocessRunsParams{Pipeline: "p", BackfillID: "bf1", From: date(2025, 7, 1), To: date(2025, 7, 1),
-		States: []store.RunState{store.RunSuccess}, Tasks: []string{"b", "c"}, Now: now})
+		States: []store.RunState{store.RunSuccess}, Tasks: []string{"b", "c"},
+		Add: []store.TaskSpec{{Name: "a", Pool: "default"}, {Name: "d", Pool: "large"}}, Now: now})
 	if err != nil || n != 1 {
 		t.Fatalf("ReprocessRuns = %d, %v", n, err)
 	}
 	got := listRuns(t, st, store.ListRunsParams{Pipelines: []string{"p"}, WithTasks: true})
-	if s := states(got); fmt.Sprint(s) != "[07-01:queued:success,scheduled,scheduled]" {
-		t.Errorf("after reprocess of b and c: %v", s)
+	if s := states(got); fmt.Sprint(s) != "[07-01:queued:success,scheduled,scheduled,scheduled]" {
+		t.Errorf("after reprocess of b and c, with d added to the pipeline: %v", s)
+	}
+	if d := task(t, got[0], "d"); d.Pool != "large" {
+		t.Errorf("the added task instance: %+v", d)
 	}
 }
 
