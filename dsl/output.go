@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/robfig/cron/v3"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 )
@@ -25,6 +27,13 @@ const (
 
 // ColumnTypes are the types an output column may have.
 var ColumnTypes = []string{"date", "string", "double", "long", "int", "boolean", "timestamp"}
+
+// partitionTypes are the column types a partition column may have: a date
+// (one partition per ds) or a timestamp (one partition per data interval,
+// holding its start).
+var partitionTypes = map[string]bool{"date": true, "timestamp": true}
+
+const partitionTypesText = "the partition column must be of type \"date\", one partition per logical date, or \"timestamp\", one partition per data interval (each row holding its run's run.data_interval_start)."
 
 // numericColumnTypes are the column types max_change applies to.
 var numericColumnTypes = map[string]bool{"double": true, "long": true, "int": true}
@@ -145,9 +154,11 @@ func (l *loader) decodeOutputs(p *Pipeline, blocks []*hcl.Block, ctx *hcl.EvalCo
 				if columnsOK {
 					switch t, found := types[s]; {
 					case !found:
-						l.errorf(attr.Expr.Range(), "Invalid partition", "The partition column %q is not one of the output's columns (%s): name the date column of columns that holds each row's logical date.", s, columnNames(o.Columns))
-					case t != "date":
-						l.errorf(attr.Expr.Range(), "Invalid partition", "The partition column %q has type %q at %s: the partition column must be of type \"date\", one partition per logical date.", s, t, columnRanges[s])
+						l.errorf(attr.Expr.Range(), "Invalid partition", "The partition column %q is not one of the output's columns (%s): name the date column of columns that holds each row's logical date, or the timestamp column that holds its data interval's start.", s, columnNames(o.Columns))
+					case !partitionTypes[t]:
+						l.errorf(attr.Expr.Range(), "Invalid partition", "The partition column %q has type %q at %s: %s", s, t, columnRanges[s], partitionTypesText)
+					default:
+						l.checkPartitionSchedule(p, o, t, attr.Expr.Range(), true)
 					}
 				}
 			}
@@ -156,8 +167,10 @@ func (l *loader) decodeOutputs(p *Pipeline, blocks []*hcl.Block, ctx *hcl.EvalCo
 			switch t, found := types[DefaultPartition]; {
 			case !found:
 				l.errorf(cr, "Missing partition column", "The output %q sets no partition, so its partition column is %q, which columns does not declare: add %s = \"date\" to columns, or set partition to its date column.", name, DefaultPartition, DefaultPartition)
-			case t != "date":
-				l.errorf(columnRanges[DefaultPartition], "Invalid partition", "The output %q sets no partition, so its partition column is %q, which must be of type \"date\", not %q.", name, DefaultPartition, t)
+			case !partitionTypes[t]:
+				l.errorf(columnRanges[DefaultPartition], "Invalid partition", "The output %q sets no partition, so its partition column is %q, which has type %q: %s", name, DefaultPartition, t, partitionTypesText)
+			default:
+				l.checkPartitionSchedule(p, o, t, b.DefRange, false)
 			}
 		}
 
@@ -181,6 +194,62 @@ func (l *loader) decodeOutputs(p *Pipeline, blocks []*hcl.Block, ctx *hcl.EvalCo
 			l.decodeOutputValidate(o, blk, ctx, static, types, columnsOK)
 		}
 	}
+}
+
+// checkPartitionSchedule refuses a date partition column (typ) on a
+// schedule that starts more than one data interval on some day: each run
+// would replace the partition of the day's earlier runs. r is the partition
+// attribute, or the block header when the partition is the default.
+func (l *loader) checkPartitionSchedule(p *Pipeline, o *Output, typ string, r hcl.Range, written bool) {
+	if typ != "date" || p.Schedule == "" {
+		return
+	}
+	n := ticksPerDay(p.Schedule)
+	if n <= 1 {
+		return
+	}
+	which := fmt.Sprintf("The partition column %q is a date", o.Partition)
+	if !written {
+		which = fmt.Sprintf("The output %q sets no partition, so its partition column is %q, a date", o.Name, o.Partition)
+	}
+	l.errorf(r, "Date partition on a sub-daily schedule",
+		"%s: one partition per day. The schedule %s of pipeline %q starts up to %d data intervals a day, and each run would replace the partition of the day's earlier runs: the day would keep only its last run. "+
+			"Partition by data interval instead: a timestamp column whose rows hold their run's run.data_interval_start, named in partition, such as %s.",
+		which, quote(p.Schedule), p.Name, n, intervalExample(o, n))
+}
+
+// intervalExample is the output's columns and partition with its date
+// partition column made a timestamp column: what to write instead, for a
+// schedule of n ticks a day.
+func intervalExample(o *Output, n int) string {
+	name := "interval_start"
+	if c := o.Column("hour"); n == 24 && (c == nil || c.Name == o.Partition) {
+		name = "hour"
+	}
+	cols := []string{name + ` = "timestamp"`}
+	for _, c := range o.Columns {
+		if c.Name != o.Partition && c.Name != name {
+			cols = append(cols, fmt.Sprintf("%s = %q", c.Name, c.Type))
+		}
+	}
+	return fmt.Sprintf("columns = { %s } with partition = %q", strings.Join(cols, ", "), name)
+}
+
+// ticksPerDay is the largest number of times the cron schedule s fires in
+// one day (its minutes times its hours), 0 when s does not parse.
+func ticksPerDay(s string) int {
+	sched, err := cronParser.Parse(strings.TrimSpace(s))
+	if err != nil {
+		return 0
+	}
+	spec, ok := sched.(*cron.SpecSchedule)
+	if !ok {
+		return 0
+	}
+	const star = 1 << 63
+	minutes := bits.OnesCount64(spec.Minute &^ star & (1<<60 - 1))
+	hours := bits.OnesCount64(spec.Hour &^ star & (1<<24 - 1))
+	return minutes * hours
 }
 
 // checkTable returns why s is not a table identifier "namespace.table", or "".
@@ -361,7 +430,7 @@ func (l *loader) checkOutputTables() {
 			first[key] = d
 			continue
 		}
-		l.errorf(d.tableRange, "Table written by two outputs", "The output %q of pipeline %q writes the table %q of catalog %q, which the output %q of pipeline %q already writes (%s). A table has one writer: each run replaces its date's partition.", d.o.Name, d.pipe, d.o.Table, d.o.Catalog, prev.o.Name, prev.pipe, prev.tableRange)
+		l.errorf(d.tableRange, "Table written by two outputs", "The output %q of pipeline %q writes the table %q of catalog %q, which the output %q of pipeline %q already writes (%s). A table has one writer: each run replaces its own partition.", d.o.Name, d.pipe, d.o.Table, d.o.Catalog, prev.o.Name, prev.pipe, prev.tableRange)
 	}
 }
 

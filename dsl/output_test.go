@@ -511,3 +511,99 @@ func TestOutputHash(t *testing.T) {
 		}
 	}
 }
+
+// scheduled is a pipeline of the schedule s with the given body.
+func scheduled(s, body string) string {
+	return strings.Replace(pipe("p", body), `schedule   = "@daily"`, "schedule   = "+quote(s), 1)
+}
+
+// An output partitioned by a timestamp column has one partition per data
+// interval: any schedule takes it. A date partition column is for
+// schedules that start at most one interval a day.
+func TestOutputIntervalPartition(t *testing.T) {
+	const hourly = `
+  output "views" {
+    table     = "analytics.page_views"
+    from      = "${run.dir}/views.csv"
+    columns   = { hour = "timestamp", page = "string", views = "long" }
+    partition = "hour"
+  }
+`
+	for _, s := range []string{"@hourly", "*/15 * * * *", "0 0,12 * * *", "@daily", "@weekly", "30 6 * * 1-5"} {
+		o := mustLoad(t, scheduled(s, hourly), LoadOptions{}).Pipeline("p").Outputs[0]
+		if o.Partition != "hour" || o.Column("hour").Type != "timestamp" {
+			t.Errorf("%s: partition %q", s, o.Partition)
+		}
+	}
+	// A timestamp column named ds is the default partition.
+	mustLoad(t, scheduled("@hourly", `
+  output "o" {
+    table   = "a.t"
+    from    = "x.csv"
+    columns = { ds = "timestamp", n = "long" }
+  }
+`), LoadOptions{})
+	// Dates on schedules of at most one tick a day.
+	for _, s := range []string{"@daily", "@weekly", "@monthly", "@yearly", "30 2 * * *", "0 6 * * 1-5", "0 0 1 * *"} {
+		mustLoad(t, scheduled(s, revenueOutput), LoadOptions{})
+	}
+	for s, want := range map[string]int{"@hourly": 24, "*/15 * * * *": 96, "0 0,12 * * *": 2, "0 9-17 * * 1-5": 9, "@daily": 1, "15 3 1 * *": 1, "not a cron": 0} {
+		if got := ticksPerDay(s); got != want {
+			t.Errorf("ticksPerDay(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
+
+// validate refuses a date partition on a schedule that ticks more than
+// once a day, at the partition attribute (or at the output block when the
+// partition is the default ds), and says what to write instead.
+func TestOutputDatePartitionOnSubDailySchedule(t *testing.T) {
+	explicit := `
+  output "views" {
+    table     = "analytics.page_views"
+    from      = "${run.dir}/views.csv"
+    columns   = { day = "date", page = "string", views = "long" }
+    partition = "day"
+  }
+`
+	implicit := `
+  output "views" {
+    table   = "analytics.page_views"
+    from    = "${run.dir}/views.csv"
+    columns = { ds = "date", hour = "long", views = "long" }
+  }
+`
+	for _, s := range []string{"@hourly", "*/15 * * * *", "0 0,12 * * *"} {
+		expectDiags(t, scheduled(s, explicit), "main.hcl:10,17-22: Date partition on a sub-daily schedule")
+		expectDiags(t, scheduled(s, implicit), "main.hcl:6,3-17: Date partition on a sub-daily schedule")
+	}
+
+	_, diags := load(t, map[string]string{"main.hcl": scheduled("@hourly", explicit)}, LoadOptions{})
+	if len(diags) != 1 {
+		t.Fatalf("diagnostics: %s", diags.Error())
+	}
+	d := diags[0]
+	for _, want := range []string{
+		`The partition column "day" is a date: one partition per day.`,
+		`The schedule "@hourly" of pipeline "p" starts up to 24 data intervals a day`,
+		`the day would keep only its last run`,
+		`run.data_interval_start`,
+		`columns = { hour = "timestamp", page = "string", views = "long" } with partition = "hour"`,
+	} {
+		if !strings.Contains(d.Detail, want) {
+			t.Errorf("detail lacks %q:\n%s", want, d.Detail)
+		}
+	}
+	if d.Subject == nil || d.Subject.Start.Line != 10 || d.Subject.Start.Column != 17 {
+		t.Errorf("subject %v, want the partition attribute's value at 10:17", d.Subject)
+	}
+	_, diags = load(t, map[string]string{"main.hcl": scheduled("*/15 * * * *", implicit)}, LoadOptions{})
+	if len(diags) != 1 || !strings.Contains(diags[0].Detail, `The output "views" sets no partition, so its partition column is "ds", a date`) ||
+		!strings.Contains(diags[0].Detail, "96 data intervals a day") ||
+		!strings.Contains(diags[0].Detail, `columns = { interval_start = "timestamp", hour = "long", views = "long" } with partition = "interval_start"`) {
+		t.Errorf("default partition: %s", diags.Error())
+	}
+
+	// Other types are neither.
+	expectDiags(t, scheduled("@hourly", strings.Replace(explicit, `day = "date"`, `day = "string"`, 1)), "main.hcl:10,17-22: Invalid partition")
+}

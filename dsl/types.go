@@ -49,7 +49,7 @@ type Output struct {
 	Catalog   string // default "local"
 	Table     string // "namespace.table"
 	Columns   []OutputColumn
-	Partition string        // the date column (default "ds"); one partition per logical date
+	Partition string        // the partition column (default "ds"): a date (one partition per logical date) or a timestamp (one per data interval)
 	Retention time.Duration // default 14 days
 	// MaxChange: per column, the largest |new - old| / |old| of the column's
 	// sum per date that validation accepts.
@@ -258,9 +258,13 @@ type Task struct {
 // Skew says which logical dates are hot and where they run.
 type Skew struct {
 	HotDates  []string // YYYY-MM-DD
-	HotFactor float64  // probe: hot above HotFactor x the window's median (default 3)
-	Pool      string
-	DeclRange hcl.Range
+	HotFactor float64  // probe: hot above HotFactor x the median of its reference dates (default 3)
+	// ProbeWindow: a date's probe is compared with the median of the due
+	// dates within ProbeWindow of it, before and after (default 14 days),
+	// whatever dates are being run.
+	ProbeWindow time.Duration
+	Pool        string
+	DeclRange   hcl.Range
 
 	// HotWhenText and ProbeText are the expressions as written ("" when unset).
 	HotWhenText string

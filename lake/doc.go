@@ -1,9 +1,12 @@
 // Package lake owns rewind's versioned outputs on Apache Iceberg.
 //
-// A pipeline's output is an Iceberg table partitioned by its date column. The
-// package writes a run's files as the replacement of one date's partition in
-// a single Iceberg commit (so re-running a date never duplicates its rows),
-// writes backfills to a branch beside main, reads per-date row counts and
+// A pipeline's output is an Iceberg table with an identity partition on one
+// column: a date column (one partition per ds) or, for schedules that tick
+// more than once a day, a timestamp column holding each run's data interval
+// start (one partition per interval). The package writes a run's files as
+// the replacement of its date's or its interval's partition in a single
+// Iceberg commit (so running it again never duplicates its rows),
+// writes backfills to a branch beside main, reads per-partition row counts and
 // column sums so a backfill can be validated against main, cuts main over to
 // the branch by replacing the window's partitions on today's main in one
 // atomic catalog commit that also tags the old main, restores a window

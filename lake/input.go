@@ -46,16 +46,45 @@ func formatOf(path string) (string, error) {
 }
 
 // converter turns the files of one output into Arrow records of the
-// table's Arrow schema, checking the partition column against ds.
+// table's Arrow schema, checking the partition column of every row.
 type converter struct {
 	o       Output
 	schema  *arrow.Schema
 	types   []string // declared type per column
 	partIdx int
-	dsDays  int32 // ds as days since the epoch; checkDS is false for appends of several dates
-	checkDS bool
-	ds      string
+	check   partCheck
 	mem     memory.Allocator
+}
+
+// What a partCheck checks.
+const (
+	checkNone     = iota // nothing: an append of several partitions
+	checkDate            // every row holds the date ds
+	checkInterval        // every row holds the start of the interval
+)
+
+// partCheck is what the partition column of every row must hold.
+type partCheck struct {
+	kind       int
+	ds         string // checkDate
+	days       int32  // ds as days since the epoch
+	iv         Interval
+	start, end int64 // checkInterval: iv as Unix microseconds
+}
+
+func dateCheck(ds string) (partCheck, error) {
+	d, err := parseDate(ds)
+	if err != nil {
+		return partCheck{}, fmt.Errorf("lake: ds %q: %w", ds, err)
+	}
+	return partCheck{kind: checkDate, ds: ds, days: d}, nil
+}
+
+func intervalCheck(iv Interval) (partCheck, error) {
+	if iv.Start.IsZero() || !iv.End.After(iv.Start) {
+		return partCheck{}, fmt.Errorf("lake: data interval [%s, %s) is empty", TimestampValue(iv.Start), TimestampValue(iv.End))
+	}
+	return partCheck{kind: checkInterval, iv: iv, start: iv.Start.UnixMicro(), end: iv.End.UnixMicro()}, nil
 }
 
 // row is a source of values for the declared columns of one input row.
@@ -65,22 +94,46 @@ type rowSource interface {
 	value(i int) (any, error)
 }
 
-func newConverter(o Output, schema *arrow.Schema, ds string, checkDS bool) (*converter, error) {
-	c := &converter{o: o, schema: schema, ds: ds, checkDS: checkDS, mem: memory.DefaultAllocator, partIdx: -1}
+func newConverter(o Output, schema *arrow.Schema, check partCheck) *converter {
+	c := &converter{o: o, schema: schema, check: check, mem: memory.DefaultAllocator, partIdx: -1}
 	for i, col := range o.Columns {
 		c.types = append(c.types, col.Type)
 		if col.Name == o.Partition {
 			c.partIdx = i
 		}
 	}
-	if checkDS {
-		d, err := parseDate(ds)
+	return c
+}
+
+// checkPartition checks the partition value v of one row.
+func (c *converter) checkPartition(v any) error {
+	switch c.check.kind {
+	case checkDate:
+		d, err := toDate(v)
 		if err != nil {
-			return nil, fmt.Errorf("lake: ds %q: %w", ds, err)
+			return fmt.Errorf("column %s: %v", c.o.Partition, err)
 		}
-		c.dsDays = d
+		if d != c.check.days {
+			return fmt.Errorf("row of %s %s in the partition of %s", c.o.Partition,
+				time.Unix(int64(d)*86400, 0).UTC().Format(time.DateOnly), c.check.ds)
+		}
+	case checkInterval:
+		us, err := toTimestampMicros(v)
+		if err != nil {
+			return fmt.Errorf("column %s: %v", c.o.Partition, err)
+		}
+		if us == c.check.start {
+			return nil
+		}
+		at := TimestampValue(time.UnixMicro(us))
+		span := fmt.Sprintf("[%s, %s)", TimestampValue(c.check.iv.Start), TimestampValue(c.check.iv.End))
+		if us < c.check.start || us >= c.check.end {
+			return fmt.Errorf("row of %s %s outside the data interval %s", c.o.Partition, at, span)
+		}
+		return fmt.Errorf("row of %s %s inside the data interval %s but not at its start: the partition column holds the interval's start (run.data_interval_start), %s; put the time of an event in a column of its own",
+			c.o.Partition, at, span, TimestampValue(c.check.iv.Start))
 	}
-	return c, nil
+	return nil
 }
 
 // batch accumulates rows into one Arrow record.
@@ -105,15 +158,8 @@ func (bt *batch) add(src rowSource, where func() string) error {
 			if v == nil {
 				return fmt.Errorf("%w: %s: partition column %s is empty", ErrBadInput, where(), bt.c.o.Partition)
 			}
-			if bt.c.checkDS {
-				d, err := toDate(v)
-				if err != nil {
-					return fmt.Errorf("%w: %s: column %s: %v", ErrBadInput, where(), bt.c.o.Partition, err)
-				}
-				if d != bt.c.dsDays {
-					return fmt.Errorf("%w: %s: row of %s %s in the partition of %s", ErrBadInput, where(),
-						bt.c.o.Partition, time.Unix(int64(d)*86400, 0).UTC().Format(time.DateOnly), bt.c.ds)
-				}
+			if err := bt.c.checkPartition(v); err != nil {
+				return fmt.Errorf("%w: %s: %v", ErrBadInput, where(), err)
 			}
 		}
 		if err := appendValue(bt.b.Field(i), bt.c.types[i], v); err != nil {

@@ -50,7 +50,7 @@ var (
 	ErrSchemaConflict = errors.New("lake: table schema conflicts with the output")
 	// ErrBadInput reports an input file that cannot be read as the output's
 	// rows (unknown format, missing column, unparsable value, a row of
-	// another date).
+	// another date or another data interval).
 	ErrBadInput = errors.New("lake: bad input")
 )
 

@@ -14,9 +14,14 @@ import (
 
 // Output is an output block of a pipeline: the table a run's files go to.
 type Output struct {
-	Table     string   // "namespace.table"
-	Columns   []Column // the table's columns, in order
-	Partition string   // the date column; the table has an identity partition on it
+	Table   string   // "namespace.table"
+	Columns []Column // the table's columns, in order
+	// Partition is the partition column; the table has an identity
+	// partition on it. A "date" column holds each row's ds: one partition
+	// per date. A "timestamp" column holds the start of the row's data
+	// interval: one partition per interval, for schedules that tick more
+	// than once a day (see ReplaceInterval).
+	Partition string
 }
 
 // Column is one declared column. Type is one of "date", "string", "double",
@@ -82,8 +87,8 @@ func (o Output) schema() (*iceberg.Schema, *iceberg.PartitionSpec, error) {
 		}
 		f := iceberg.NestedField{ID: i + 1, Name: c.Name, Type: t}
 		if c.Name == o.Partition {
-			if c.Type != "date" {
-				return nil, nil, fmt.Errorf("lake: output %s: partition column %s is %s, want date", o.Table, c.Name, c.Type)
+			if c.Type != "date" && c.Type != "timestamp" {
+				return nil, nil, fmt.Errorf("lake: output %s: partition column %s is %s, want date or timestamp", o.Table, c.Name, c.Type)
 			}
 			f.Required = true
 			partID = f.ID

@@ -18,8 +18,10 @@ type PartitionStat struct {
 }
 
 // PartitionStats reads the table at ref (a branch or tag) and returns, per
-// date of its partition column (formatted YYYY-MM-DD), the row count and
-// the sum of each of sumColumns. A table or ref without a snapshot has no
+// value of its partition column, the row count and the sum of each of
+// sumColumns. The values are named as PartitionValue names them: a date
+// as YYYY-MM-DD, a timestamp (the start of a data interval) as RFC 3339
+// in UTC (TimestampValue). A table or ref without a snapshot has no
 // partitions.
 func (l *Lake) PartitionStats(ctx context.Context, tableName, ref string, sumColumns []string) (map[string]PartitionStat, error) {
 	if ref == "" {
@@ -38,15 +40,10 @@ func (l *Lake) PartitionStats(ctx context.Context, tableName, ref string, sumCol
 		}
 		return nil, fmt.Errorf("%w: %s of %s", ErrNoSuchRef, ref, tableName)
 	}
-	spec := tbl.Spec()
-	if spec.NumFields() != 1 {
-		return nil, fmt.Errorf("lake: %s: want one identity partition on the date column", tableName)
+	_, part, kind, err := partitionOf(md)
+	if err != nil {
+		return nil, fmt.Errorf("lake: %s: %w", tableName, err)
 	}
-	pf, ok := tbl.Schema().FindFieldByID(spec.Field(0).SourceID())
-	if !ok {
-		return nil, fmt.Errorf("lake: %s: partition source column %d missing", tableName, spec.Field(0).SourceID())
-	}
-	part := pf.Name
 	fields := append([]string{part}, sumColumns...)
 	for _, c := range sumColumns {
 		if _, ok := tbl.Schema().FindFieldByName(c); !ok {
@@ -62,7 +59,7 @@ func (l *Lake) PartitionStats(ctx context.Context, tableName, ref string, sumCol
 		if err != nil {
 			return nil, fmt.Errorf("lake: scan %s at %s: %w", tableName, ref, err)
 		}
-		err := addStats(out, rec, part, sumColumns)
+		err := addStats(out, rec, part, kind, sumColumns)
 		rec.Release()
 		if err != nil {
 			return nil, fmt.Errorf("lake: %s at %s: %w", tableName, ref, err)
@@ -71,15 +68,16 @@ func (l *Lake) PartitionStats(ctx context.Context, tableName, ref string, sumCol
 	return out, nil
 }
 
-func addStats(out map[string]PartitionStat, rec arrow.RecordBatch, part string, sumColumns []string) error {
+func addStats(out map[string]PartitionStat, rec arrow.RecordBatch, part string, kind partitionKind, sumColumns []string) error {
 	idx := rec.Schema().FieldIndices(part)
 	if len(idx) == 0 {
 		return fmt.Errorf("scan returned no column %s", part)
 	}
-	dates, ok := rec.Column(idx[0]).(*array.Date32)
-	if !ok {
-		return fmt.Errorf("column %s is %s, want date", part, rec.Column(idx[0]).DataType())
+	keyOf, err := partitionKeys(rec.Column(idx[0]), kind)
+	if err != nil {
+		return fmt.Errorf("column %s: %w", part, err)
 	}
+	partCol := rec.Column(idx[0])
 	cols := make([]arrow.Array, len(sumColumns))
 	for i, c := range sumColumns {
 		idx := rec.Schema().FieldIndices(c)
@@ -88,17 +86,11 @@ func addStats(out map[string]PartitionStat, rec arrow.RecordBatch, part string, 
 		}
 		cols[i] = rec.Column(idx[0])
 	}
-	// Dates repeat in long runs: keep the last key's stat at hand.
-	var lastDay arrow.Date32 = -1 << 31
-	var key string
 	for row := 0; row < int(rec.NumRows()); row++ {
-		if dates.IsNull(row) {
+		if partCol.IsNull(row) {
 			continue
 		}
-		if d := dates.Value(row); d != lastDay || key == "" {
-			lastDay = d
-			key = time.Unix(int64(d)*86400, 0).UTC().Format(time.DateOnly)
-		}
+		key := keyOf(row)
 		st, ok := out[key]
 		if !ok {
 			st = PartitionStat{Sums: map[string]float64{}}
@@ -120,6 +112,42 @@ func addStats(out map[string]PartitionStat, rec arrow.RecordBatch, part string, 
 		out[key] = st
 	}
 	return nil
+}
+
+// partitionKeys returns the function that names the partition value of a
+// row of col, a date or a timestamp column.
+func partitionKeys(col arrow.Array, kind partitionKind) (func(row int) string, error) {
+	switch c := col.(type) {
+	case *array.Date32:
+		if kind != byDate {
+			break
+		}
+		// Values repeat in long runs: keep the last key at hand.
+		var last arrow.Date32
+		key := ""
+		return func(row int) string {
+			if d := c.Value(row); d != last || key == "" {
+				last = d
+				key = time.Unix(int64(d)*86400, 0).UTC().Format(time.DateOnly)
+			}
+			return key
+		}, nil
+	case *array.Timestamp:
+		if kind != byTimestamp {
+			break
+		}
+		unit := c.DataType().(*arrow.TimestampType).Unit
+		var last arrow.Timestamp
+		key := ""
+		return func(row int) string {
+			if t := c.Value(row); t != last || key == "" {
+				last = t
+				key = TimestampValue(t.ToTime(unit))
+			}
+			return key
+		}, nil
+	}
+	return nil, fmt.Errorf("is %s, want a date or a timestamp", col.DataType())
 }
 
 func numeric(a arrow.Array, i int) (float64, error) {

@@ -16,7 +16,9 @@ import (
 const WindowKey = "rewind.window"
 
 // ReplaceWindow makes the partitions of dates (the output's partition
-// values, "2006-01-02") on the branch to (main) what they are on ref from
+// values: "2006-01-02" for a date partition column, the intervals' starts
+// in RFC 3339 for a timestamp one, as PartitionValue names them; any
+// offset, normalized to UTC) on the branch to (main) what they are on ref from
 // (a backfill's branch for a cutover, a pre_backfill_ tag for a rollback),
 // in one catalog commit:
 //   - to's data files of those partitions are replaced by from's, by
@@ -40,10 +42,6 @@ func (l *Lake) ReplaceWindow(ctx context.Context, tableName, to, from string, da
 	if err != nil {
 		return false, err
 	}
-	window := make(map[string]bool, len(dates))
-	for _, d := range dates {
-		window[d] = true
-	}
 	var last error
 	for range maxCommitAttempts {
 		tbl, err := l.cat.LoadTable(ctx, id)
@@ -63,6 +61,14 @@ func (l *Lake) ReplaceWindow(ctx context.Context, tableName, to, from string, da
 			return false, fmt.Errorf("lake: %s of %s is a tag; only branches take commits", to, tableName)
 		}
 		tagRef, tagged := tagRefOf(md, tag)
+		_, _, kind, err := partitionOf(md)
+		if err != nil {
+			return false, fmt.Errorf("lake: %s: %w", tableName, err)
+		}
+		window, err := windowKeys(dates, kind)
+		if err != nil {
+			return false, fmt.Errorf("lake: replace window of %s: %w", tableName, err)
+		}
 		reqs, ups, err := l.planWindow(ctx, tbl, to, src.SnapshotID, window, tag, key, summary)
 		if err != nil {
 			return false, err
@@ -95,7 +101,7 @@ func (l *Lake) ReplaceWindow(ctx context.Context, tableName, to, from string, da
 // and updates, with the tag of to's head added.
 func (l *Lake) planWindow(ctx context.Context, tbl *table.Table, to string, from int64, window map[string]bool, tag, key string, summary map[string]string) ([]table.Requirement, []table.Update, error) {
 	md := tbl.Metadata()
-	fieldID, err := partitionField(md)
+	fieldID, _, kind, err := partitionOf(md)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lake: %s: %w", tbl.Identifier(), err)
 	}
@@ -103,14 +109,14 @@ func (l *Lake) planWindow(ctx context.Context, tbl *table.Table, to string, from
 	if err != nil {
 		return nil, nil, err
 	}
-	add, err := windowFiles(fs, md.SnapshotByID(from), fieldID, window)
+	add, err := windowFiles(fs, md.SnapshotByID(from), fieldID, kind, window)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lake: files of %s: %w", tbl.Identifier(), err)
 	}
 	head := md.SnapshotByName(to)
 	var drop []iceberg.DataFile
 	if head != nil {
-		if drop, err = windowFiles(fs, head, fieldID, window); err != nil {
+		if drop, err = windowFiles(fs, head, fieldID, kind, window); err != nil {
 			return nil, nil, fmt.Errorf("lake: files of %s of %s: %w", to, tbl.Identifier(), err)
 		}
 	}
@@ -166,19 +172,11 @@ func hasKey(md table.Metadata, id int64, key string) bool {
 	return false
 }
 
-// partitionField is the field id of the table's one identity partition.
-func partitionField(md table.Metadata) (int, error) {
-	spec := md.PartitionSpec()
-	if spec.NumFields() != 1 {
-		return 0, fmt.Errorf("%d partition fields; a rewind output has one", spec.NumFields())
-	}
-	return spec.Field(0).FieldID, nil
-}
-
-// windowFiles lists the data files of snap whose partition is in window.
+// windowFiles lists the data files of snap whose partition (named as kind
+// says) is in window.
 // A delete file in the window is an error: rewind writes none, and a
 // replacement by reference would resurrect or lose the rows it deletes.
-func windowFiles(fs iceio.IO, snap *table.Snapshot, fieldID int, window map[string]bool) ([]iceberg.DataFile, error) {
+func windowFiles(fs iceio.IO, snap *table.Snapshot, fieldID int, kind partitionKind, window map[string]bool) ([]iceberg.DataFile, error) {
 	if snap == nil {
 		return nil, nil
 	}
@@ -194,7 +192,7 @@ func windowFiles(fs iceio.IO, snap *table.Snapshot, fieldID int, window map[stri
 		}
 		for _, e := range entries {
 			df := e.DataFile()
-			ds, ok := partitionDS(df.Partition()[fieldID])
+			ds, ok := partitionKey(df.Partition()[fieldID], kind)
 			if !ok || !window[ds] {
 				continue
 			}

@@ -22,17 +22,26 @@ import (
 // (rewind records the pipeline, run id and kind there). Running it again
 // for the same ds leaves one copy of the rows. It returns the id of the new
 // snapshot, the head of ref.
+//
+// It is for outputs partitioned by a date column; an output partitioned by
+// a timestamp column is written by interval (ReplaceInterval).
 func (l *Lake) ReplacePartition(ctx context.Context, o Output, ref, ds string, files []string, summary map[string]string) (int64, error) {
+	if o.IntervalPartitioned() {
+		return 0, fmt.Errorf("lake: output %s: the partition column %s is a timestamp, one partition per data interval: write it by interval, not by date %s", o.Table, o.Partition, ds)
+	}
+	check, err := dateCheck(ds)
+	if err != nil {
+		return 0, err
+	}
 	conv := func(tbl *table.Table) (*converter, error) {
 		sc, err := arrowSchema(tbl)
 		if err != nil {
 			return nil, err
 		}
-		return newConverter(o, sc, ds, true)
+		return newConverter(o, sc, check), nil
 	}
 	write := func(ctx context.Context, txn *table.Transaction, rdr array.RecordReader, props iceberg.Properties) error {
-		d, _ := parseDate(ds)
-		filter := iceberg.EqualTo(iceberg.Reference(o.Partition), iceberg.Date(d))
+		filter := iceberg.EqualTo(iceberg.Reference(o.Partition), iceberg.Date(check.days))
 		return txn.Overwrite(ctx, rdr, props, table.WithOverwriteFilter(filter))
 	}
 	return l.write(ctx, o, ref, files, summary, conv, write)
@@ -47,7 +56,7 @@ func (l *Lake) appendFiles(ctx context.Context, o Output, ref string, files []st
 		if err != nil {
 			return nil, err
 		}
-		return newConverter(o, sc, "", false)
+		return newConverter(o, sc, partCheck{kind: checkNone}), nil
 	}
 	write := func(ctx context.Context, txn *table.Transaction, rdr array.RecordReader, props iceberg.Properties) error {
 		return txn.Append(ctx, rdr, props)

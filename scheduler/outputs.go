@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/lake"
@@ -67,9 +68,11 @@ func LakeOutput(o *dsl.Output) lake.Output {
 	return lake.Output{Table: o.Table, Columns: cols, Partition: o.Partition}
 }
 
-// commitOutputs replaces each output's partition of the run's date with the
-// files the run wrote, in one Iceberg commit per output: on main for
-// scheduled and manual runs, on the backfill's branch for backfill runs.
+// commitOutputs replaces each output's partition of the run with the files
+// the run wrote, in one Iceberg commit per output: on main for scheduled
+// and manual runs, on the backfill's branch for backfill runs. The
+// partition is the run's date (ds) for an output partitioned by a date
+// column, its data interval for one partitioned by a timestamp column.
 func commitOutputs(ctx context.Context, lakes *Lakes, def *dsl.Pipeline, run store.Run, rv dsl.RunVars) error {
 	return commitOutputsOnce(ctx, lakes, def, run, rv, "")
 }
@@ -114,7 +117,8 @@ func commitOutputsOnce(ctx context.Context, lakes *Lakes, def *dsl.Pipeline, run
 		if key != "" {
 			summary[CommitKeyProperty] = key
 		}
-		if _, err := lk.ReplacePartition(ctx, lo, ref, rv.LogicalDate.Format(dateOnly), files, summary); err != nil {
+		iv := lake.Interval{DS: rv.LogicalDate.Format(dateOnly), Start: rv.DataIntervalStart, End: rv.DataIntervalEnd}
+		if _, err := lk.ReplaceInterval(ctx, lo, ref, iv, files, summary); err != nil {
 			return fmt.Errorf("output %s: %w", o.Name, err)
 		}
 	}
@@ -135,9 +139,35 @@ func committed(ctx context.Context, lk *lake.Lake, table, key string) (bool, err
 	return false, nil
 }
 
-// Correction is what a backfill changes in one date of one output.
+// WindowValues are the partition values of output o that a backfill's
+// dates cover, in their order: what its cutover and rollback replace
+// (lake.ReplaceWindow) and its validation compares (Corrections). For an
+// output partitioned by a date column they are the dates' ds; for one
+// partitioned by a timestamp column, the start of each date's data
+// interval (its logical date) in RFC 3339 UTC, lake.TimestampValue.
+func WindowValues(o *dsl.Output, dates []PlanDate) ([]string, error) {
+	lo := LakeOutput(o)
+	out := make([]string, 0, len(dates))
+	for _, d := range dates {
+		iv := lake.Interval{DS: d.DS}
+		if lo.IntervalPartitioned() {
+			start, err := time.Parse(time.RFC3339, d.LogicalDate)
+			if err != nil {
+				return nil, fmt.Errorf("output %s: logical date %q: %w", o.Name, d.LogicalDate, err)
+			}
+			iv.Start = start
+		}
+		out = append(out, lo.PartitionValue(iv))
+	}
+	return out, nil
+}
+
+// Correction is what a backfill changes in one partition of one output.
 type Correction struct {
-	Output  string
+	Output string
+	// DS is the partition: the date (YYYY-MM-DD) of an output partitioned
+	// by date, the data interval's start (RFC 3339 UTC) of one partitioned
+	// by a timestamp column (WindowValues).
 	DS      string
 	OldRows int64
 	NewRows int64
@@ -157,12 +187,18 @@ func (c Correction) Violates() bool {
 	return len(c.FailedRules) > 0 || c.Limit > 0 && c.OldRows > 0 && c.Change > c.Limit
 }
 
-// Corrections compares, per date of dates, each output's partition on
-// oldRef and newRef: row counts and the sums of the max_change columns.
-func Corrections(ctx context.Context, lakes *Lakes, def *dsl.Pipeline, oldRef, newRef string, dates []string) ([]Correction, error) {
+// Corrections compares, per date of dates (a backfill's selected dates),
+// each output's partition of that date on oldRef and newRef: row counts and
+// the sums of the max_change columns. The partitions are the outputs'
+// WindowValues of the dates.
+func Corrections(ctx context.Context, lakes *Lakes, def *dsl.Pipeline, oldRef, newRef string, dates []PlanDate) ([]Correction, error) {
 	var out []Correction
 	for _, o := range def.Outputs {
 		lk, err := lakes.Get(ctx, o.Catalog)
+		if err != nil {
+			return nil, err
+		}
+		window, err := WindowValues(o, dates)
 		if err != nil {
 			return nil, err
 		}
@@ -185,7 +221,7 @@ func Corrections(ctx context.Context, lakes *Lakes, def *dsl.Pipeline, oldRef, n
 		if err != nil {
 			return nil, fmt.Errorf("output %s on %s: %w", o.Name, newRef, err)
 		}
-		for _, ds := range dates {
+		for _, ds := range window {
 			ov, nv := oldStats[ds], newStats[ds]
 			first := len(out)
 			if len(cols) == 0 {
@@ -220,10 +256,18 @@ func ruleValues(st lake.PartitionStat) map[string]float64 {
 	return m
 }
 
-// correctionsTable renders corrections as a Markdown table.
+// correctionsTable renders corrections as a Markdown table: one row per
+// partition (a ds, or an interval's start when some output is partitioned
+// by data interval) and column.
 func correctionsTable(cs []Correction) string {
 	var sb strings.Builder
-	sb.WriteString("| output | ds | rows old -> new | column | old | new | change | max_change |\n|---|---|---|---|---|---|---|---|\n")
+	head := "ds"
+	for _, c := range cs {
+		if strings.Contains(c.DS, "T") {
+			head = "partition"
+		}
+	}
+	sb.WriteString("| output | " + head + " | rows old -> new | column | old | new | change | max_change |\n|---|---|---|---|---|---|---|---|\n")
 	for _, c := range cs {
 		limit, flag := "", ""
 		if c.Limit > 0 {
