@@ -167,6 +167,7 @@ func MakePlan(ctx context.Context, st store.Store, pp PlanParams) (*Plan, error)
 		return nil, err
 	}
 	results := resultPlace(ctx, st, def)
+	stalled := stalledRun(ctx, st)
 	routes := DateRoutes(ctx, def, ivs)
 	plan := &Plan{
 		Pipeline: def.Name, Paused: paused, Tasks: tasks, Start: pp.Start.Format(dateOnly), End: pp.End.Format(dateOnly),
@@ -181,7 +182,15 @@ func MakePlan(ctx context.Context, st store.Store, pp PlanParams) (*Plan, error)
 			d.Action = "skip"
 			place, why := results(r)
 			d.Result = place
+			stale := stalled(r)
 			switch {
+			case (r.State == store.RunQueued || r.State == store.RunRunning) && stale != "":
+				// Held by a backfill that no longer runs: nobody will run
+				// it; this backfill takes it (a reprocess of any kind).
+				if pp.Reprocess != ReprocessNone {
+					d.Action = "reprocess"
+				}
+				d.Reason = joinReason(d.Reason, stale)
 			case r.State == store.RunQueued || r.State == store.RunRunning:
 			case pp.Reprocess == ReprocessCompleted, pp.Reprocess == ReprocessFailed && r.State == store.RunFailed:
 				d.Action = "reprocess"
@@ -316,6 +325,29 @@ func resultPlace(ctx context.Context, st store.Store, def *dsl.Pipeline) func(st
 		default:
 			return "branch", fmt.Sprintf("its result is only on %s (backfill %s %s, not cut over): main holds the version before it", BranchName(b.ID), b.ID, b.State)
 		}
+	}
+}
+
+// stalledRun returns a function that says, for a queued or running run of
+// a backfill that no longer runs (failed, cancelled, done), why it is
+// stalled ("" for any other run): no apply will run it.
+func stalledRun(ctx context.Context, st store.Store) func(store.Run) string {
+	states := map[string]store.BackfillState{}
+	return func(r store.Run) string {
+		if r.Kind != store.KindBackfill || r.BackfillID == "" || (r.State != store.RunQueued && r.State != store.RunRunning) {
+			return ""
+		}
+		state, ok := states[r.BackfillID]
+		if !ok {
+			if b, err := st.GetBackfill(ctx, r.BackfillID); err == nil {
+				state = b.State
+			}
+			states[r.BackfillID] = state
+		}
+		if state == store.BackfillRunning || state == "" {
+			return ""
+		}
+		return fmt.Sprintf("%s by backfill %s, which is %s", r.State, r.BackfillID, state)
 	}
 }
 
@@ -517,6 +549,13 @@ func ApplyBackfill(ctx context.Context, o ApplyOptions) (*BackfillResult, error)
 		def := o.Workspace.Pipeline(plan.Pipeline)
 		from, _ := time.ParseInLocation(dateOnly, plan.Start, def.Timezone)
 		to, _ := time.ParseInLocation(dateOnly, plan.End, def.Timezone)
+		for _, d := range plan.Dates {
+			// A sub-daily window ends at its last interval, not at the
+			// midnight of its last day.
+			if at, err := time.Parse(time.RFC3339, d.LogicalDate); err == nil && at.After(to) {
+				to = at
+			}
+		}
 		b = store.Backfill{
 			ID: newBackfillID(plan.Pipeline), Pipeline: plan.Pipeline, From: from, To: to,
 			Reprocess: plan.Reprocess, Reverse: plan.Reverse, MaxActiveRuns: plan.MaxActiveRuns,
@@ -598,13 +637,15 @@ func (a *applier) selectedDS() []string {
 // validate compares each output's branch with main for every date of the
 // backfill (write-audit-publish): main stays untouched until cutover.
 func (a *applier) validate(ctx context.Context) error {
-	if err := a.requireComplete(ctx, "validation"); err != nil {
+	if err := a.requireComplete(ctx, "validation"); errors.Is(err, errNothingSelected) {
+		return nil // no date: nothing to compare or cut over
+	} else if err != nil {
 		return err
 	}
 	if len(a.def.Outputs) == 0 {
 		return nil
 	}
-	cs, err := Corrections(ctx, a.lakes, a.def, "main", BranchName(a.b.ID), a.selectedDS())
+	cs, err := Corrections(ctx, a.lakes, a.def, "main", BranchName(a.b.ID), a.selected())
 	if err != nil {
 		return err
 	}
@@ -631,12 +672,18 @@ func (a *applier) validate(ctx context.Context) error {
 // what main gained meanwhile (the nightly runs). A cutover repeated after a
 // crash finds its commit in main's history and does nothing.
 func (a *applier) cutover(ctx context.Context) error {
-	if err := a.requireComplete(ctx, "the cutover"); err != nil {
+	if err := a.requireComplete(ctx, "the cutover"); errors.Is(err, errNothingSelected) {
+		return nil // no date: nothing to compare or cut over
+	} else if err != nil {
 		return err
 	}
-	window := a.selectedDS()
+	dates := a.selected()
 	for _, o := range a.def.Outputs {
 		lk, err := a.lakes.Get(ctx, o.Catalog)
+		if err != nil {
+			return err
+		}
+		window, err := WindowValues(o, dates)
 		if err != nil {
 			return err
 		}
@@ -668,11 +715,17 @@ func RollbackBackfill(ctx context.Context, st store.Store, ws *dsl.Workspace, id
 	if err := json.Unmarshal([]byte(b.Plan), &plan); err != nil {
 		return fmt.Errorf("backfill %s: its plan: %w", id, err)
 	}
-	var window []string
+	var dates []PlanDate
 	for _, d := range plan.Dates {
 		if d.Action != "skip" {
-			window = append(window, d.DS)
+			dates = append(dates, d)
 		}
+	}
+	if b.State != store.BackfillSuccess {
+		return fmt.Errorf("%w: backfill %s is %s: it never cut over, main holds nothing of it to roll back", ErrBackfillState, id, b.State)
+	}
+	if len(dates) == 0 {
+		return fmt.Errorf("%w: backfill %s ran no date: nothing to roll back", ErrBackfillState, id)
 	}
 	lakes := NewLakes(ws)
 	defer lakes.Close()
@@ -681,12 +734,16 @@ func RollbackBackfill(ctx context.Context, st store.Store, ws *dsl.Workspace, id
 		if err != nil {
 			return err
 		}
+		window, err := WindowValues(o, dates)
+		if err != nil {
+			return err
+		}
 		if _, err := lk.ReplaceWindow(ctx, o.Table, lake.MainBranch, TagName(id), window, "",
 			"rollback:"+id, map[string]string{"rewind.backfill": id, "rewind.kind": "rollback"}); err != nil {
 			return fmt.Errorf("rollback of %s: %w", o.Table, err)
 		}
 	}
-	detail := fmt.Sprintf("rolled back: the %d dates of the window are on main as at %s; later dates kept", len(window), TagName(id))
+	detail := fmt.Sprintf("rolled back: the %d dates of the window are on main as at %s; later dates kept", len(dates), TagName(id))
 	yes := true
 	return st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: id, Detail: &detail, RolledBack: &yes, Now: time.Now()})
 }
@@ -969,8 +1026,20 @@ func (a *applier) runDates(ctx context.Context) error {
 	case ReprocessCompleted:
 		states = []store.RunState{store.RunFailed, store.RunSuccess}
 	}
+	// Only the dates the plan selected: a run of the window that the plan
+	// skipped (in progress then) stays out of the backfill, which would
+	// otherwise run it without cutting it over.
+	var reprocess []time.Time
+	for _, d := range a.selected() {
+		if at, err := time.Parse(time.RFC3339, d.LogicalDate); err == nil && d.Action == "reprocess" {
+			reprocess = append(reprocess, at)
+		}
+	}
+	if len(reprocess) == 0 {
+		states = nil
+	}
 	if _, err := st.ReprocessRuns(ctx, store.ReprocessRunsParams{Pipeline: a.def.Name, BackfillID: a.b.ID, From: a.b.From, To: a.b.To,
-		States: states, Tasks: a.plan.Tasks, Now: time.Now()}); err != nil {
+		Dates: reprocess, States: states, Tasks: a.plan.Tasks, Add: tasks, Now: time.Now()}); err != nil {
 		return err
 	}
 	// The dates that the window-wide hand-over did not reach: taken since
@@ -1051,8 +1120,10 @@ func (a *applier) report(ctx context.Context) error {
 	}
 	if len(a.def.Outputs) > 0 {
 		cs := a.res.Corrections
-		if cs == nil { // resumed after validation: the tag holds the old main
-			if cs, err = Corrections(ctx, a.lakes, a.def, TagName(a.b.ID), "main", a.selectedDS()); err != nil {
+		if cs == nil && len(a.selected()) > 0 { // resumed after validation: the tag holds the old main
+			if cs, err = Corrections(ctx, a.lakes, a.def, TagName(a.b.ID), "main", a.selected()); errors.Is(err, lake.ErrNoSuchRef) {
+				cs = nil // main had nothing to tag: no correction to show
+			} else if err != nil {
 				return err
 			}
 		}

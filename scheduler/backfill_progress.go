@@ -18,14 +18,25 @@ import (
 // their run.
 type windowProgress struct {
 	selected int
-	done     []string // the backfill's own run succeeded
-	failed   []string // the backfill's own run failed
-	pending  []string // the backfill's own run is queued or running
+	// The selected dates, by logical date (RFC 3339):
+	done    []string // the backfill's own run succeeded
+	failed  []string // the backfill's own run failed
+	pending []string // the backfill's own run is queued or running
 	// foreign: the date's run is not the backfill's (the nightly run took
 	// the date, an operator cleared it, another backfill has it), or it
 	// has no run.
 	foreign []string
-	runs    map[string]store.Run // by DS, the runs of the selected dates
+	runs    map[string]store.Run // by logical date (RFC 3339), the runs of the selected dates
+	label   map[string]string    // logical date -> how messages name it
+}
+
+// labels names the dates of a list (logical dates) for a message.
+func (w windowProgress) labels(keys []string) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = w.label[k]
+	}
+	return out
 }
 
 // complete reports whether every selected date succeeded in this backfill.
@@ -41,9 +52,19 @@ func (a *applier) progress(ctx context.Context) (windowProgress, error) {
 	for _, r := range runs {
 		byDate[r.LogicalDate.Unix()] = r
 	}
-	w := windowProgress{runs: map[string]store.Run{}}
+	w := windowProgress{runs: map[string]store.Run{}, label: map[string]string{}}
+	perDS := map[string]int{}
+	for _, d := range a.selected() {
+		perDS[d.DS]++
+	}
 	for _, d := range a.selected() {
 		w.selected++
+		// A date is named by its ds, an interval of a sub-daily pipeline
+		// by its logical date.
+		w.label[d.LogicalDate] = d.DS
+		if perDS[d.DS] > 1 {
+			w.label[d.LogicalDate] = d.LogicalDate
+		}
 		at, err := time.Parse(time.RFC3339, d.LogicalDate)
 		if err != nil {
 			return w, fmt.Errorf("backfill %s: plan date %q: %w", a.b.ID, d.LogicalDate, err)
@@ -51,18 +72,18 @@ func (a *applier) progress(ctx context.Context) (windowProgress, error) {
 		r, ok := byDate[at.Unix()]
 		switch {
 		case !ok:
-			w.foreign = append(w.foreign, d.DS)
+			w.foreign = append(w.foreign, d.LogicalDate)
 			continue
 		case r.BackfillID != a.b.ID:
-			w.foreign = append(w.foreign, d.DS)
+			w.foreign = append(w.foreign, d.LogicalDate)
 		case r.State == store.RunSuccess:
-			w.done = append(w.done, d.DS)
+			w.done = append(w.done, d.LogicalDate)
 		case r.State == store.RunFailed:
-			w.failed = append(w.failed, d.DS)
+			w.failed = append(w.failed, d.LogicalDate)
 		default:
-			w.pending = append(w.pending, d.DS)
+			w.pending = append(w.pending, d.LogicalDate)
 		}
-		w.runs[d.DS] = r
+		w.runs[d.LogicalDate] = r
 	}
 	return w, nil
 }
@@ -84,6 +105,9 @@ var ErrUnfinished = errors.New("dates of the window are unfinished")
 // requireComplete fails unless every selected date succeeded in this
 // backfill.
 func (a *applier) requireComplete(ctx context.Context, phase string) error {
+	if len(a.selected()) == 0 {
+		return errNothingSelected
+	}
 	w, err := a.progress(ctx)
 	if err != nil {
 		return err
@@ -97,12 +121,16 @@ func (a *applier) requireComplete(ctx context.Context, phase string) error {
 		dates []string
 	}{{"failed", w.failed}, {"unfinished", w.pending}, {"not run by this backfill", w.foreign}} {
 		if len(g.dates) > 0 {
-			parts = append(parts, fmt.Sprintf("%s: %s", g.what, abbreviate(g.dates, 8)))
+			parts = append(parts, fmt.Sprintf("%s: %s", g.what, abbreviate(w.labels(g.dates), 8)))
 		}
 	}
 	return fmt.Errorf("%w: %d of %d dates succeeded (%s); %s runs only once every date has, main is untouched (rewind backfill apply --resume %s runs the rest)",
 		ErrUnfinished, len(w.done), w.selected, strings.Join(parts, "; "), phase, a.b.ID)
 }
+
+// errNothingSelected: a backfill whose plan selected no date has nothing to
+// validate or cut over (and no branch).
+var errNothingSelected = errors.New("no date selected")
 
 // abbreviate lists at most n items, then how many more.
 func abbreviate(items []string, n int) string {
@@ -123,14 +151,19 @@ func (a *applier) takeOver(ctx context.Context, resumed bool) error {
 		return err
 	}
 	st := a.o.Store
+	stalled := stalledRun(ctx, st)
 	for _, ds := range w.foreign {
 		r, ok := w.runs[ds]
 		if !ok {
 			continue // no run: created by MaterializeRuns
 		}
 		states := []store.RunState{store.RunSuccess, store.RunFailed, store.RunQueued}
-		if r.Kind == store.KindBackfill && r.State == store.RunQueued {
-			states = states[:2] // another backfill's waiting run: its own
+		switch {
+		case stalled(r) != "":
+			// Held by a backfill that no longer runs: nobody else will.
+			states = append(states, store.RunRunning)
+		case r.Kind == store.KindBackfill && (r.State == store.RunQueued || r.State == store.RunRunning):
+			continue // a running backfill's: its apply runs it
 		}
 		if _, err := st.ReprocessRuns(ctx, store.ReprocessRunsParams{Pipeline: a.def.Name, BackfillID: a.b.ID,
 			From: r.LogicalDate, To: r.LogicalDate, States: states, Tasks: a.plan.Tasks, Add: a.taskSpecs(), Now: time.Now()}); err != nil {

@@ -113,11 +113,18 @@ func (e *engine) takeOver(ctx context.Context, a store.RunningAttempt, inScope b
 		pid = executor.FindWrapper(a.LogPath)
 	}
 	if local && executor.Alive(pid, a.LogPath) {
-		if !inScope {
+		switch {
+		case !inScope && a.Kind == store.KindBackfill && stoppedBackfillRun(bg, e.st, a.Pipeline, a.RunID):
+			// An attempt of a cancelled (or failed) backfill whose rewind
+			// died: the cancel stops it, as an apply would have.
+			e.log.Info("stopping an attempt of a stopped backfill", "pipeline", a.Pipeline, "task", a.Task, "pid", pid)
+			executor.EmptyGroup(pid, e.o.Grace)
+		case !inScope:
 			return nil // a pipeline outside this execution: left to the rewind that selects it
+		default:
+			e.adopt(ctx, a, pid)
+			return nil
 		}
-		e.adopt(ctx, a, pid)
-		return nil
 	}
 	c := completion{attempt: a.Attempt, adopted: true, noStatus: true}
 	if local {
@@ -140,10 +147,52 @@ func (e *engine) takeOver(ctx context.Context, a store.RunningAttempt, inScope b
 		if err := e.st.FinishAttempt(bg, p); err != nil && !errors.Is(err, store.ErrConflict) {
 			return err
 		}
+		if a.Kind == store.KindBackfill {
+			return settleStoppedBackfillRun(bg, e.st, a.Pipeline, a.RunID)
+		}
 		return nil
 	}
 	e.progress.Attempts++
 	return e.record(bg, c)
+}
+
+// stoppedBackfillRun reports whether run runID of the pipeline belongs to
+// a backfill that no longer runs (cancelled, failed, done).
+func stoppedBackfillRun(ctx context.Context, st store.Store, pipeline string, runID int64) bool {
+	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{pipeline}, States: []store.RunState{store.RunQueued, store.RunRunning}})
+	if err != nil {
+		return false
+	}
+	for _, r := range runs {
+		if r.ID == runID && r.BackfillID != "" {
+			b, err := st.GetBackfill(ctx, r.BackfillID)
+			return err == nil && b.State != store.BackfillRunning
+		}
+	}
+	return false
+}
+
+// settleStoppedBackfillRun ends a run of a backfill that no longer runs
+// (cancelled, failed) once the last attempt of it is settled: no apply
+// will finish it, and a run must not stay running without a process. Its
+// waiting task instances fail, as a cancel does; a later backfill with
+// reprocess failed, or rewind clear, takes it up again.
+func settleStoppedBackfillRun(ctx context.Context, st store.Store, pipeline string, runID int64) error {
+	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{pipeline}, States: []store.RunState{store.RunQueued, store.RunRunning}})
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		if r.ID != runID || r.BackfillID == "" {
+			continue
+		}
+		b, err := st.GetBackfill(ctx, r.BackfillID)
+		if err != nil || b.State == store.BackfillRunning {
+			return nil
+		}
+		return CancelBackfillRuns(ctx, st, store.Backfill{ID: b.ID, Pipeline: pipeline})
+	}
+	return nil
 }
 
 // adopt waits for a live attempt of a dead rewind as for one of its own:

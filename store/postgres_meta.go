@@ -430,16 +430,22 @@ func (s *pgStore) ReprocessRuns(ctx context.Context, p ReprocessRunsParams) (int
 	}
 	// The runs taken: in the window and the states, not already the
 	// backfill's own ($1 is the backfill).
+	dates := make([]int64, len(p.Dates))
+	for i, d := range p.Dates {
+		dates[i] = nanos(d)
+	}
+	// $9: the dates (empty: the whole window).
 	const where = `pipeline = $2 AND logical_unix BETWEEN $3 AND $4 AND state = ANY($5::text[])
-		AND (backfill_id IS NULL OR backfill_id <> $1)`
+		AND (backfill_id IS NULL OR backfill_id <> $1)
+		AND (cardinality($9::bigint[]) = 0 OR logical_unix = ANY($9::bigint[]))`
 	n := 0
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		// Their task instances first, while the runs still match.
 		if _, err := tx.ExecContext(ctx, `
 			UPDATE task_instances SET state = 'scheduled', failures = 0, next_try_at = NULL, updated_at = $6
 			WHERE state <> 'running' AND (cardinality($7::text[]) = 0 OR task = ANY($7::text[]))
-			AND run_id IN (SELECT id FROM runs WHERE `+where+`)`,
-			p.BackfillID, p.Pipeline, nanos(p.From), nanos(p.To), states, nullNanos(p.Now), tasks); err != nil {
+			AND run_id IN (SELECT id FROM runs WHERE `+where+`) AND $8::int IS NOT DISTINCT FROM $8`,
+			p.BackfillID, p.Pipeline, nanos(p.From), nanos(p.To), states, nullNanos(p.Now), tasks, 0, dates); err != nil {
 			return fmt.Errorf("store: reprocess task instances of %s: %w", p.Pipeline, err)
 		}
 		for _, t := range p.Add {
@@ -447,13 +453,14 @@ func (s *pgStore) ReprocessRuns(ctx context.Context, p ReprocessRunsParams) (int
 				INSERT INTO task_instances (run_id, task, state, pool, updated_at)
 				SELECT id, $6, 'scheduled', $7, $8 FROM runs WHERE `+where+`
 				ON CONFLICT (run_id, task) DO NOTHING`,
-				p.BackfillID, p.Pipeline, nanos(p.From), nanos(p.To), states, t.Name, t.Pool, nullNanos(p.Now)); err != nil {
+				p.BackfillID, p.Pipeline, nanos(p.From), nanos(p.To), states, t.Name, t.Pool, nullNanos(p.Now), dates); err != nil {
 				return fmt.Errorf("store: reprocess runs of %s: add task %s: %w", p.Pipeline, t.Name, err)
 			}
 		}
 		res, err := tx.ExecContext(ctx, `
 			UPDATE runs SET kind = 'backfill', backfill_id = $1, state = 'queued', started_at = NULL, ended_at = NULL
-			WHERE `+where, p.BackfillID, p.Pipeline, nanos(p.From), nanos(p.To), states)
+			WHERE `+where+` AND $6::int IS NOT DISTINCT FROM $6 AND $7::int IS NOT DISTINCT FROM $7 AND $8::int IS NOT DISTINCT FROM $8`,
+			p.BackfillID, p.Pipeline, nanos(p.From), nanos(p.To), states, 0, 0, 0, dates)
 		if err != nil {
 			return fmt.Errorf("store: reprocess runs of %s: %w", p.Pipeline, err)
 		}

@@ -180,6 +180,12 @@ func (s *sqliteStore) ReprocessRuns(ctx context.Context, p ReprocessRunsParams) 
 			args = append(args, string(st))
 		}
 		args = append(args, p.BackfillID)
+		if len(p.Dates) > 0 {
+			where += ` AND logical_unix IN (` + placeholders(len(p.Dates)) + `)`
+			for _, d := range p.Dates {
+				args = append(args, nanos(d))
+			}
+		}
 		// Their task instances first, while the runs still match.
 		tiArgs := append([]any{nullNanos(p.Now)}, args...)
 		byName := ""

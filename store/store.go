@@ -542,8 +542,11 @@ type (
 		Pipeline   string
 		BackfillID string
 		From, To   time.Time
-		States     []RunState
-		Tasks      []string // nil: every task
+		// Dates, when set, takes only the runs of these logical dates of
+		// the window (the dates a backfill's plan selected).
+		Dates  []time.Time
+		States []RunState
+		Tasks  []string // nil: every task
 		// Add are the pipeline's tasks: a run taken that has no task
 		// instance of one of them (a task added to the pipeline since the
 		// run was made) gets one, scheduled. That is how a new task reaches

@@ -2439,6 +2439,21 @@ func testReprocessOwn(t *testing.T, st store.Store) {
 	if n := reprocess("bf2"); n != 1 {
 		t.Fatalf("bf2 took %d runs, want 1", n)
 	}
+	// With Dates, only the runs of those dates of the window.
+	runTask(t, st, task(t, listRuns(t, st, store.ListRunsParams{Pipelines: []string{"p"}, WithTasks: true})[0], "t").ID, store.AttemptSuccess, store.TaskSuccess)
+	got = listRuns(t, st, store.ListRunsParams{Pipelines: []string{"p"}, WithTasks: true})
+	finishRun(t, st, got[0].ID, store.RunSuccess)
+	runTask(t, st, got[1].Tasks[0].ID, store.AttemptSuccess, store.TaskSuccess)
+	finishRun(t, st, got[1].ID, store.RunSuccess)
+	n, err := st.ReprocessRuns(ctx, store.ReprocessRunsParams{Pipeline: "p", BackfillID: "bf3", From: date(2025, 7, 1), To: date(2025, 7, 2),
+		Dates: []time.Time{date(2025, 7, 2)}, States: all, Now: now})
+	if err != nil || n != 1 {
+		t.Fatalf("ReprocessRuns of one date = %d, %v", n, err)
+	}
+	got = listRuns(t, st, store.ListRunsParams{Pipelines: []string{"p"}, WithTasks: true})
+	if got[0].BackfillID == "bf3" || got[1].BackfillID != "bf3" {
+		t.Errorf("with Dates 07-02: 07-01 is %q's, 07-02 %q's", got[0].BackfillID, got[1].BackfillID)
+	}
 }
 
 // With Tasks, only those task instances run again; the others keep their
