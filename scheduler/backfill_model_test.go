@@ -83,7 +83,7 @@ func modelChild() {
 		fmt.Fprintln(os.Stderr, diags.Error())
 		os.Exit(2)
 	}
-	st, err := store.Open(ctx, "sqlite:"+filepath.Join(dir, ".rewind", "state.db"))
+	st, err := store.Open(ctx, os.Getenv("REWIND_MODEL_STATE"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(4)
@@ -142,7 +142,7 @@ func (m *model) fail(format string, args ...any) {
 func (m *model) child(resume string, force bool, killAfter int, sig syscall.Signal) map[string]string {
 	m.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "REWIND_MODEL_CHILD="+m.e.dir, "REWIND_MODEL_RESUME="+resume)
+	cmd.Env = append(os.Environ(), "REWIND_MODEL_CHILD="+m.e.dir, "REWIND_MODEL_STATE="+m.e.state, "REWIND_MODEL_RESUME="+resume)
 	if force {
 		cmd.Env = append(cmd.Env, "REWIND_MODEL_FORCE=1")
 	}
