@@ -23,6 +23,8 @@ var poolSchema = &hcl.BodySchema{
 		{Name: "launcher"},
 		{Name: "setup"},
 		{Name: "teardown"},
+		{Name: "executor"},
+		{Name: "partition"},
 		// escalate_to is the former name of oom_escalate_to: it is in the
 		// schema only to report the new name.
 		{Name: "escalate_to"},
@@ -34,9 +36,18 @@ type poolDecl struct {
 	escalateRange hcl.Range
 }
 
+// The executors of a pool (its executor attribute).
+const (
+	ExecutorLocal = "local" // local processes (the default)
+	ExecutorSlurm = "slurm" // Slurm batch jobs, in the pool's partition
+)
+
+// Slurm reports whether the pool's attempts run as Slurm jobs.
+func (p *Pool) Slurm() bool { return p != nil && p.Executor == ExecutorSlurm }
+
 // newPool is a pool with the defaults of every optional attribute.
 func newPool(name string) *Pool {
-	return &Pool{Name: name, Slots: DefaultPoolSlots, IdleTimeout: DefaultIdleTimeout}
+	return &Pool{Name: name, Slots: DefaultPoolSlots, IdleTimeout: DefaultIdleTimeout, Executor: ExecutorLocal}
 }
 
 func (l *loader) decodePools(blocks []*hcl.Block) {
@@ -110,6 +121,7 @@ func (l *loader) decodePools(blocks []*hcl.Block) {
 				}
 			}
 		}
+		l.decodeExecutor(p, attrs)
 		poolScope := scope{pool: true}
 		if attr := attrs["launcher"]; attr != nil {
 			v := l.eval(attr.Expr, l.ctx, poolScope)
@@ -169,6 +181,34 @@ func (l *loader) decodePools(blocks []*hcl.Block) {
 			reported[n] = true
 		}
 		l.errorf(decls[cycle[0]].escalateRange, "Pool escalation cycle", "Pools escalate to each other in a cycle: %s. An attempt killed for memory must end on a pool that escalates no further.", joinCycle("", cycle))
+	}
+}
+
+// decodeExecutor reads executor and partition: executor is "local" (the
+// default) or "slurm"; a partition names a Slurm partition, so it is only
+// for a Slurm pool.
+func (l *loader) decodeExecutor(p *Pool, attrs hcl.Attributes) {
+	if attr := attrs["executor"]; attr != nil {
+		if s, ok := l.stringAttr(attr, l.ctx, scope{}, false); ok {
+			switch s {
+			case ExecutorLocal, ExecutorSlurm:
+				p.Executor = s
+			default:
+				l.errorf(attr.Expr.Range(), "Invalid executor", "executor must be %q (local processes, the default) or %q (Slurm batch jobs), not %q.", ExecutorLocal, ExecutorSlurm, s)
+			}
+		}
+	}
+	if attr := attrs["partition"]; attr != nil {
+		if s, ok := l.stringAttr(attr, l.ctx, scope{}, false); ok {
+			switch {
+			case p.Executor != ExecutorSlurm:
+				l.errorf(attr.NameRange, "Partition without Slurm", "partition names a Slurm partition: it is only for a pool with executor = %q.", ExecutorSlurm)
+			case s == "" || strings.ContainsAny(s, " \t\n,="):
+				l.errorf(attr.Expr.Range(), "Invalid partition", "partition must be one Slurm partition name, not %q.", s)
+			default:
+				p.Partition = s
+			}
+		}
 	}
 }
 

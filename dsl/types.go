@@ -143,7 +143,13 @@ type Pool struct {
 	// IdleTimeout: after this long without attempts, a pool that ran its
 	// setup runs its teardown (idle_timeout; default 5m).
 	IdleTimeout time.Duration
-	DeclRange   hcl.Range
+	// Executor runs the pool's attempts: ExecutorLocal (local processes,
+	// the default) or ExecutorSlurm (Slurm batch jobs).
+	Executor string
+	// Partition is the Slurm partition of a Slurm pool ("" for the
+	// cluster's default partition).
+	Partition string
+	DeclRange hcl.Range
 
 	// launcher, setup and teardown templates over pool.* (nil when unset),
 	// rendered by Launcher, SetupCommand and TeardownCommand.

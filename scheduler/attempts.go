@@ -51,6 +51,25 @@ func (e *engine) startAll(ctx context.Context, claimed []claim) error {
 			failed = append(failed, e.launchError(c.attempt, err))
 			continue
 		}
+		if pl := e.o.Workspace.Pools[c.attempt.Pool]; pl.Slurm() {
+			// A Slurm pool: the attempt is a batch job; its job id is
+			// recorded in place of a pid, and recovery adopts it by that id.
+			sh, err := executor.SubmitSlurm(bg, spec, executor.SlurmJob{
+				Partition: pl.Partition, Name: e.slurmJobName(c.node, c.attempt), Poll: slurmPoll,
+			})
+			if err != nil {
+				failed = append(failed, e.launchError(c.attempt, err))
+				continue
+			}
+			started = append(started, store.StartAttemptParams{AttemptID: c.attempt.ID, JobID: sh.JobID, Now: time.Now()})
+			att := c.attempt
+			att.JobID = sh.JobID
+			e.supervise(att.Pool)
+			e.wg.Go(func() {
+				e.events <- completion{attempt: att, res: sh.Wait(ctx)}
+			})
+			continue
+		}
 		h, err := executor.Start(spec)
 		if err != nil {
 			failed = append(failed, e.launchError(c.attempt, err))
@@ -256,6 +275,16 @@ func (e *engine) spec(n *tiNode, att store.Attempt) (executor.Spec, error) {
 		Timeout: n.task.Timeout, Grace: e.o.Grace, Nonce: att.Nonce,
 		CPUs: pv.CPUs,
 	}, nil
+}
+
+// slurmPoll is how often the state of an attempt's Slurm job is read.
+var slurmPoll = time.Second
+
+// slurmJobName is the Slurm job name of an attempt (--job-name):
+// rewind:<pipeline>:<ds>:<task>:<try>, as squeue and sacct show it.
+func (e *engine) slurmJobName(n *tiNode, att store.Attempt) string {
+	rv := e.runVars(n.run)
+	return fmt.Sprintf("rewind:%s:%s:%s:%d", rv.Pipeline, rv.LogicalDate.Format("2006-01-02"), n.task.Name, att.TryNumber)
 }
 
 // RunID is a run's id as tasks see it (run.id, REWIND_RUN_ID), as Airflow

@@ -107,6 +107,11 @@ func (e *engine) ownerAlive(ctx context.Context, a store.RunningAttempt) (bool, 
 // takeOver settles one attempt whose owner is gone.
 func (e *engine) takeOver(ctx context.Context, a store.RunningAttempt, inScope bool) error {
 	bg := context.WithoutCancel(ctx)
+	if pl := e.o.Workspace.Pools[a.Pool]; a.JobID != "" || pl.Slurm() && a.PID == 0 {
+		if done, err := e.takeOverSlurm(ctx, a, inScope); done || err != nil {
+			return err
+		}
+	}
 	local := a.Host == e.self.Host
 	pid := a.PID
 	if local && pid == 0 {
@@ -127,7 +132,7 @@ func (e *engine) takeOver(ctx context.Context, a store.RunningAttempt, inScope b
 		}
 	}
 	c := completion{attempt: a.Attempt, adopted: true, noStatus: true}
-	if local {
+	if local || a.JobID != "" {
 		if code, ok := executor.ReadStatusNonce(a.LogPath, a.Nonce); ok {
 			c.res, c.noStatus = executor.Result{ExitCode: &code}, false
 		} else if code, ok := e.journaled[a.Nonce]; ok && a.Nonce != "" {
@@ -217,4 +222,57 @@ func (e *engine) adopt(ctx context.Context, a store.RunningAttempt, pid int) {
 	e.wg.Go(func() {
 		e.events <- completion{attempt: att, adopted: true, res: executor.AdoptWait(ctx, spec)}
 	})
+}
+
+// takeOverSlurm settles an attempt of a Slurm pool whose owner is gone, by
+// its job id (found by its nonce when its rewind died before recording
+// it): a job Slurm still has is adopted, never submitted again, and one
+// that ended gets the outcome Slurm (or its log) has. done is false when
+// there is no job to follow: the attempt is then settled as a local one
+// whose process is gone (its log's status, else lost).
+func (e *engine) takeOverSlurm(ctx context.Context, a store.RunningAttempt, inScope bool) (done bool, err error) {
+	bg := context.WithoutCancel(ctx)
+	jobID := a.JobID
+	if jobID == "" {
+		if jobID, err = executor.FindSlurmJob(bg, "", a.Nonce); err != nil {
+			// Slurm cannot be asked: the job may run; the attempt stays
+			// running until a later recovery can tell.
+			e.log.Warn("cannot look for the Slurm job of an attempt", "pipeline", a.Pipeline, "task", a.Task, "try", a.TryNumber, "err", err)
+			return true, nil
+		}
+		if jobID == "" {
+			return false, nil
+		}
+	}
+	if !inScope {
+		alive, err := executor.SlurmJobAlive(bg, jobID)
+		switch {
+		case err != nil:
+			return true, nil // unknown: left as it is
+		case alive && a.Kind == store.KindBackfill && stoppedBackfillRun(bg, e.st, a.Pipeline, a.RunID):
+			e.log.Info("cancelling the Slurm job of a stopped backfill", "pipeline", a.Pipeline, "task", a.Task, "job", jobID)
+			_, _ = executor.Run(bg, executor.Command{Argv: []string{"scancel", jobID}, Timeout: time.Minute})
+			return true, nil
+		case alive:
+			return true, nil // left to the rewind that selects its pipeline
+		}
+		return false, nil // ended: settled from its log
+	}
+	n := e.cache.byTI[a.TaskInstanceID]
+	e.log.Info("adopting the Slurm job of a previous rewind", "pipeline", a.Pipeline, "task", a.Task, "try", a.TryNumber, "job", jobID)
+	spec := executor.SlurmAdoptSpec{JobID: jobID, LogPath: a.LogPath, Nonce: a.Nonce, Grace: e.o.Grace, Poll: slurmPoll}
+	if n != nil && n.task != nil {
+		spec.Timeout = n.task.Timeout
+	}
+	if pl := e.o.Workspace.Pools[a.Pool]; pl != nil {
+		spec.MemoryLimit = pl.Memory
+	}
+	e.progress.Attempts++
+	e.supervise(a.Pool)
+	att := a.Attempt
+	att.JobID = jobID
+	e.wg.Go(func() {
+		e.events <- completion{attempt: att, adopted: true, res: executor.AdoptSlurm(ctx, spec)}
+	})
+	return true, nil
 }

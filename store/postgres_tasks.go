@@ -133,12 +133,12 @@ func pgInsertAttempts(ctx context.Context, tx *sql.Tx, as []*Attempt, now time.T
 func (s *pgStore) StartAttempt(ctx context.Context, p StartAttemptParams) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `
-			UPDATE attempts a SET pid = $1, pid_start = $2, started_at = $3
-			WHERE a.id = $4 AND a.state = 'running' AND a.pid = 0
+			UPDATE attempts a SET pid = $1, pid_start = $2, job_id = $5, started_at = $3
+			WHERE a.id = $4 AND a.state = 'running' AND a.pid = 0 AND a.job_id = ''
 			  AND EXISTS (SELECT 1 FROM task_instances ti
 			              WHERE ti.id = a.task_instance_id AND ti.state = 'running'
 			                AND ti.try_number = a.try_number)`,
-			p.PID, int64(p.PIDStart), nullNanos(p.Now), p.AttemptID)
+			p.PID, int64(p.PIDStart), nullNanos(p.Now), p.AttemptID, p.JobID)
 		if err != nil {
 			return fmt.Errorf("store: start attempt %d: %w", p.AttemptID, err)
 		}

@@ -243,11 +243,11 @@ func scanTask(row interface{ Scan(...any) error }) (TaskInstance, error) {
 }
 
 const attemptColumns = `a.id, a.task_instance_id, a.try_number, a.pool, a.state, a.host, a.pid, a.pid_start,
-	a.started_at, a.ended_at, a.exit_code, a.signal, a.peak_rss, a.log_path, a.reason, a.owner, a.nonce`
+	a.started_at, a.ended_at, a.exit_code, a.signal, a.peak_rss, a.log_path, a.reason, a.owner, a.nonce, a.job_id`
 
 func attemptDest(a *Attempt, state *string, pidStart *int64, started, ended, exit *sql.NullInt64) []any {
 	return []any{&a.ID, &a.TaskInstanceID, &a.TryNumber, &a.Pool, state, &a.Host, &a.PID, pidStart,
-		started, ended, exit, &a.Signal, &a.PeakRSS, &a.LogPath, &a.Reason, &a.Owner, &a.Nonce}
+		started, ended, exit, &a.Signal, &a.PeakRSS, &a.LogPath, &a.Reason, &a.Owner, &a.Nonce, &a.JobID}
 }
 
 func finishAttemptScan(a *Attempt, state string, pidStart int64, started, ended, exit sql.NullInt64) {

@@ -93,12 +93,12 @@ func insertAttempt(ctx context.Context, tx *sql.Tx, a *Attempt, now time.Time) e
 func (s *sqliteStore) StartAttempt(ctx context.Context, p StartAttemptParams) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `
-			UPDATE attempts SET pid = ?, pid_start = ?, started_at = ?
-			WHERE id = ? AND state = 'running' AND pid = 0
+			UPDATE attempts SET pid = ?, pid_start = ?, job_id = ?, started_at = ?
+			WHERE id = ? AND state = 'running' AND pid = 0 AND job_id = ''
 			  AND EXISTS (SELECT 1 FROM task_instances ti
 			              WHERE ti.id = attempts.task_instance_id AND ti.state = 'running'
 			                AND ti.try_number = attempts.try_number)`,
-			p.PID, int64(p.PIDStart), nullNanos(p.Now), p.AttemptID)
+			p.PID, int64(p.PIDStart), p.JobID, nullNanos(p.Now), p.AttemptID)
 		if err != nil {
 			return fmt.Errorf("store: start attempt %d: %w", p.AttemptID, err)
 		}

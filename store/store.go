@@ -190,6 +190,9 @@ type Attempt struct {
 	// it with the exit status, so that a task's own output cannot forge a
 	// status line.
 	Nonce string
+	// JobID is the Slurm job id of an attempt in a Slurm pool (its PID is
+	// then 0); "" for a local attempt.
+	JobID string
 }
 
 // RunningAttempt is an attempt left in state running, with its context, for recovery.
@@ -463,7 +466,10 @@ type (
 		AttemptID int64
 		PID       int
 		PIDStart  uint64
-		Now       time.Time
+		// JobID, for an attempt submitted to Slurm, is its job id (PID
+		// and PIDStart are then 0).
+		JobID string
+		Now   time.Time
 	}
 	// FinishAttemptParams records an outcome and moves the task instance
 	// running -> TaskState (success, failed, up_for_retry, skipped, or

@@ -84,6 +84,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClaimReadyRollsBackWithItsBatch", testClaimReadyRollback},
 		{"UsageEmpty", testUsageEmpty},
 		{"AttemptOnlyOnItsTry", testAttemptOnlyOnItsTry},
+		{"SlurmJobID", testSlurmJobID},
 		{"FinishRunGuard", testFinishRunGuard},
 		{"ClearTasksClearsQueued", testClearQueued},
 		{"ReprocessRunsResetsQueued", testReprocessQueued},
@@ -3190,5 +3191,40 @@ func testTaskDurationsOtherPipeline(t *testing.T, st store.Store) {
 	}
 	if got, err := st.TaskDurations(ctx, store.TaskDurationsParams{Pipeline: "nope"}); err != nil || len(got) != 0 {
 		t.Errorf("TaskDurations(nope) = %v, %v", got, err)
+	}
+}
+
+// An attempt submitted to Slurm records its job id in place of a pid: read
+// back with the attempt (runs, running attempts), started once only.
+func testSlurmJobID(t *testing.T, st store.Store) {
+	runs := materialize(t, st, "p", store.KindScheduled, daily(time.UTC, date(2025, 7, 1), 2), "t")
+	enqueueRuns(t, st, "default", runs...)
+	got := claimReady(t, st, store.ClaimReadyParams{Pools: []store.PoolCapacity{{Name: "default", Slots: 2}}, Limit: 2})
+	if len(got) != 2 {
+		t.Fatalf("claimed %d", len(got))
+	}
+	slurm, local := got[0].Attempt, got[1].Attempt
+	if slurm.JobID != "" {
+		t.Errorf("a claimed attempt has job id %q", slurm.JobID)
+	}
+	if err := st.StartAttempt(ctx, store.StartAttemptParams{AttemptID: slurm.ID, JobID: "4711", Now: now}); err != nil {
+		t.Fatalf("StartAttempt with a job id: %v", err)
+	}
+	start(t, st, local)
+	wantErr(t, "StartAttempt of a submitted attempt again", st.StartAttempt(ctx, store.StartAttemptParams{AttemptID: slurm.ID, JobID: "4712", Now: now}), store.ErrConflict)
+	wantErr(t, "StartAttempt of a submitted attempt with a pid", st.StartAttempt(ctx, store.StartAttemptParams{AttemptID: slurm.ID, PID: 5, Now: now}), store.ErrConflict)
+	jobs := map[int64]string{}
+	for _, ra := range runningAttempts(t, st) {
+		jobs[ra.ID] = ra.JobID
+	}
+	if len(jobs) != 2 || jobs[slurm.ID] != "4711" || jobs[local.ID] != "" {
+		t.Errorf("running attempts' job ids = %v, want %d: 4711 and %d: none", jobs, slurm.ID, local.ID)
+	}
+	if ti := reload(t, st, slurm.TaskInstanceID); len(ti.Attempts) != 1 || ti.Attempts[0].JobID != "4711" || ti.Attempts[0].PID != 0 {
+		t.Errorf("attempt read back: %+v", ti.Attempts)
+	}
+	succeed(t, st, slurm)
+	if ti := reload(t, st, slurm.TaskInstanceID); ti.Attempts[0].JobID != "4711" || ti.Attempts[0].State != store.AttemptSuccess {
+		t.Errorf("finished attempt: %+v", ti.Attempts[0])
 	}
 }

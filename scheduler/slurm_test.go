@@ -1,0 +1,124 @@
+package scheduler_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/store"
+)
+
+// needSlurm returns the default partition of the test cluster
+// ($REWIND_TEST_SLURM, from .ci/slurm.sh start, which also makes a "large"
+// partition). Skipped without it unless CI is set.
+func needSlurm(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv("REWIND_TEST_SLURM")
+	if p == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI is set but REWIND_TEST_SLURM is not: start Slurm with .ci/slurm.sh start")
+		}
+		t.Skip("REWIND_TEST_SLURM is unset (eval \"$(.ci/slurm.sh start)\" to run the Slurm tests)")
+	}
+	if _, err := exec.LookPath("sbatch"); err != nil {
+		t.Fatalf("REWIND_TEST_SLURM is set but: %v", err)
+	}
+	return p
+}
+
+// Attempts in a Slurm pool run as Slurm jobs in the pool's partition, with
+// their job ids recorded; one killed by Slurm for memory in a small pool is
+// recorded oom and retried in its escalation pool (another partition),
+// where it succeeds without using a retry.
+func TestSlurmPoolRunsAndEscalates(t *testing.T) {
+	part := needSlurm(t)
+	e := newEnv(t, fmt.Sprintf(`
+pool "small" {
+  executor        = "slurm"
+  partition       = %q
+  memory          = "50MiB"
+  slots           = 4
+  oom_escalate_to = "large"
+}
+pool "large" {
+  executor  = "slurm"
+  partition = "large"
+  memory    = "1GiB"
+  cpus      = 1
+}
+pipeline "p" {
+  schedule   = "@daily"
+  start_date = "2025-11-27"
+  end_date   = "2025-11-28"
+  task "work" {
+    pool    = "small"
+    timeout = "5m"
+    command = <<-EOT
+      echo "$REWIND_DS $REWIND_POOL $SLURM_JOB_PARTITION $SLURM_JOB_ID $SLURM_JOB_NAME" >> jobs.log
+      if [ "$REWIND_DS" = 2025-11-28 ] && [ "$REWIND_POOL" = small ]; then
+        x=$(head -c 314572800 /dev/zero | tr '\0' a); sleep 60; echo survived >> jobs.log
+      fi
+    EOT
+  }
+}
+`, part))
+	sum := e.run(scheduler.Options{Now: utc("2025-12-01T00:00:00Z")})
+	if sum.Failed() {
+		t.Fatalf("the run failed: %+v\njobs.log:\n%s", sum, strings.Join(e.events("jobs.log"), "\n"))
+	}
+	jobs := e.events("jobs.log")
+	for _, l := range jobs {
+		if l == "survived" {
+			t.Error("the attempt over its --mem was not killed")
+		}
+	}
+	byDS := map[string][]store.Attempt{}
+	for _, r := range e.runs("p") {
+		byDS[r.LogicalDate.Format("2006-01-02")] = r.Tasks[0].Attempts
+	}
+	checkJob := func(a store.Attempt, partition string) {
+		t.Helper()
+		if a.JobID == "" || a.PID != 0 {
+			t.Errorf("attempt %d in %s: job id %q, pid %d; want a job id and no pid", a.TryNumber, a.Pool, a.JobID, a.PID)
+			return
+		}
+		// Slurm says where it ran.
+		out, err := exec.Command("scontrol", "show", "job", "-o", a.JobID).CombinedOutput()
+		if err != nil {
+			t.Errorf("scontrol show job %s: %v %s", a.JobID, err, out)
+			return
+		}
+		if !strings.Contains(string(out), " Partition="+partition+" ") {
+			t.Errorf("job %s ran in the wrong partition (want %s): %s", a.JobID, partition, out)
+		}
+		if !strings.Contains(string(out), "JobName=rewind:p:") {
+			t.Errorf("job %s is not named after its attempt: %s", a.JobID, out)
+		}
+	}
+	if a := byDS["2025-11-27"]; len(a) != 1 || a[0].State != store.AttemptSuccess {
+		t.Errorf("2025-11-27: %+v; want one success", a)
+	} else {
+		checkJob(a[0], part)
+	}
+	a := byDS["2025-11-28"]
+	if len(a) != 2 {
+		t.Fatalf("2025-11-28: %d attempts %+v; want oom in small, then success in large\njobs.log:\n%s", len(a), a, strings.Join(jobs, "\n"))
+	}
+	if a[0].State != store.AttemptOOM || a[0].Pool != "small" {
+		t.Errorf("first attempt: %s in %s; want oom in small", a[0].State, a[0].Pool)
+	}
+	if a[1].State != store.AttemptSuccess || a[1].Pool != "large" || !strings.Contains(a[1].Reason, "oom escalation") {
+		t.Errorf("second attempt: %s in %s (%q); want success in large by oom escalation", a[1].State, a[1].Pool, a[1].Reason)
+	}
+	checkJob(a[0], part)
+	checkJob(a[1], "large")
+	if a[0].JobID == a[1].JobID {
+		t.Errorf("both attempts have job %s", a[0].JobID)
+	}
+	if b, err := os.ReadFile(a[0].LogPath); err != nil || !strings.Contains(string(b), "ran out of memory") {
+		t.Errorf("log of the oom attempt (%v):\n%s", err, b)
+	}
+}
