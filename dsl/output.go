@@ -505,7 +505,7 @@ func (o *Output) Files(rv RunVars) ([]string, error) {
 		files = append(files, m)
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("output %s: no file matches %s", o.Name, pattern)
+		return nil, fmt.Errorf("no file matches %s", pattern)
 	}
 	sort.Strings(files)
 	return files, nil

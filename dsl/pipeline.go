@@ -1,6 +1,7 @@
 package dsl
 
 import (
+	"fmt"
 	"math"
 	"path/filepath"
 	"regexp"
@@ -69,6 +70,46 @@ func checkSchedule(s string, start time.Time) string {
 		return "The schedule " + quote(s) + " never fires."
 	}
 	return ""
+}
+
+// warnEndDay warns when a date-only end_date, which means midnight of that
+// day (Airflow's meaning, kept), leaves out the day's later ticks: an
+// hourly pipeline ending on a date keeps only its 00:00 run. It shows the
+// timestamp that includes them.
+func (l *loader) warnEndDay(attr *hcl.Attribute, p *Pipeline, day string) {
+	sched, err := cronParser.Parse(p.Schedule)
+	if err != nil {
+		return
+	}
+	mid := p.EndDate
+	next := time.Date(mid.Year(), mid.Month(), mid.Day()+1, 0, 0, 0, 0, p.Timezone)
+	var ticks []time.Time
+	for t := sched.Next(mid); !t.IsZero() && t.Before(next); t = sched.Next(t) {
+		ticks = append(ticks, t.In(p.Timezone))
+	}
+	if len(ticks) == 0 {
+		return
+	}
+	last := ticks[len(ticks)-1]
+	which := ticks[0].Format("15:04")
+	if len(ticks) > 1 {
+		which = fmt.Sprintf("%d ticks, %s to %s", len(ticks), ticks[0].Format("15:04"), last.Format("15:04"))
+	}
+	l.warnf(attr.Expr.Range(), "end_date leaves out ticks of its day",
+		"end_date = %q means %s, midnight in %s, and no run has a logical date after end_date: the ticks of %s after midnight (%s) get no run. To include the whole day, write end_date = %q (its last tick).",
+		day, mid.Format(time.RFC3339), p.Timezone, day, which, last.Format(time.RFC3339))
+	l.diags[len(l.diags)-1].Extra = ValidateOnly{}
+}
+
+// ValidateOnly marks (as hcl.Diagnostic.Extra) a warning about a choice
+// that may be deliberate: `rewind validate` shows it, the commands that
+// load the workspace to work on it do not repeat it on every run.
+type ValidateOnly struct{}
+
+// IsValidateOnly reports whether d is a ValidateOnly warning.
+func IsValidateOnly(d *hcl.Diagnostic) bool {
+	_, ok := d.Extra.(ValidateOnly)
+	return ok && d.Severity == hcl.DiagWarning
 }
 
 func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }
@@ -159,8 +200,12 @@ func (l *loader) decodePipeline(b *hcl.Block, content *hcl.BodyContent, inst ins
 			p.StartDate = t
 		}
 	}
+	endDay := "" // end_date as a date without a time
 	if attr := attrs["end_date"]; attr != nil {
 		if s, ok := l.stringAttr(attr, ctx, sc, false); ok {
+			if _, err := time.Parse(dateOnly, s); err == nil {
+				endDay = s
+			}
 			t, err := parseDate(s, p.Timezone)
 			switch {
 			case err != nil:
@@ -180,6 +225,9 @@ func (l *loader) decodePipeline(b *hcl.Block, content *hcl.BodyContent, inst ins
 			l.errorf(attr.Expr.Range(), "Invalid schedule", "%s", msg)
 		} else {
 			p.Schedule = strings.TrimSpace(s)
+			if endDay != "" && !p.EndDate.IsZero() {
+				l.warnEndDay(attrs["end_date"], p, endDay)
+			}
 		}
 	}
 

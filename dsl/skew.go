@@ -9,8 +9,13 @@ import (
 )
 
 // DefaultHotFactor is the probe threshold when hot_factor is unset: a date
-// is hot when its measured size is above 3 times the window's median.
+// is hot when its measured size is above 3 times the median of its
+// reference dates.
 const DefaultHotFactor = 3.0
+
+// DefaultProbeWindow is probe_window when unset: a date's probe is compared
+// with the median of the due dates within 14 days of it, before and after.
+const DefaultProbeWindow = 14 * 24 * time.Hour
 
 var skewSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
@@ -18,18 +23,20 @@ var skewSchema = &hcl.BodySchema{
 		{Name: "hot_when"},
 		{Name: "probe"},
 		{Name: "hot_factor"},
+		{Name: "probe_window"},
 		{Name: "pool"},
 	},
 }
 
 func (l *loader) decodeSkew(b *hcl.Block, p *Pipeline, ctx *hcl.EvalContext, sc scope) *Skew {
 	s := &Skew{
-		HotFactor: DefaultHotFactor,
-		DeclRange: b.DefRange,
-		ctx:       ctx,
-		dir:       p.Dir,
-		loc:       p.Timezone,
-		pipeline:  p.Name,
+		HotFactor:   DefaultHotFactor,
+		ProbeWindow: DefaultProbeWindow,
+		DeclRange:   b.DefRange,
+		ctx:         ctx,
+		dir:         p.Dir,
+		loc:         p.Timezone,
+		pipeline:    p.Name,
 	}
 	content, diags := b.Body.Content(skewSchema)
 	l.diags = append(l.diags, diags...)
@@ -71,6 +78,18 @@ func (l *loader) decodeSkew(b *hcl.Block, p *Pipeline, ctx *hcl.EvalContext, sc 
 			} else {
 				s.HotFactor, _ = f.Float64()
 			}
+		}
+	}
+	if attr := attrs["probe_window"]; attr != nil {
+		if d, ok := l.durationAttr(attr, ctx, sc); ok {
+			if d <= 0 {
+				l.errorf(attr.Expr.Range(), "Invalid probe_window", "probe_window must be more than 0 (e.g. \"14d\"): a date's probe is compared with the median of the dates within it.")
+			} else {
+				s.ProbeWindow = d
+			}
+		}
+		if attrs["probe"] == nil {
+			l.errorf(attr.Expr.Range(), "probe_window without probe", "probe_window sets the dates a probe's value is compared with; this skew block has no probe.")
 		}
 	}
 	if attr := attrs["pool"]; attr == nil {

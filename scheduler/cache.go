@@ -23,6 +23,9 @@ type cache struct {
 	byRun  map[int64]*runNode
 	// stale: the copy may differ from the store; reload before deciding.
 	stale bool
+	// held are the unfinished runs of other backfills of the selected
+	// pipelines: only their own apply runs them (Summary.Held).
+	held []store.Run
 }
 
 type pipe struct {
@@ -56,6 +59,9 @@ type runNode struct {
 	// re-read at most every producerRecheck).
 	producersOK      bool
 	producersChecked time.Time
+	// upstreamWaiting: the last check found a producer's run unfinished
+	// or failed (the run holds no slot while none of its tasks started).
+	upstreamWaiting bool
 }
 
 type tiNode struct {
@@ -186,7 +192,7 @@ func (c *cache) reload(ctx context.Context) error {
 	for _, p := range c.order {
 		p.queued, p.all, p.activeRuns, p.activeFills = nil, nil, 0, 0
 	}
-	c.active, c.byTI, c.byRun, c.stale = nil, map[int64]*tiNode{}, map[int64]*runNode{}, false
+	c.active, c.byTI, c.byRun, c.stale, c.held = nil, map[int64]*tiNode{}, map[int64]*runNode{}, false, nil
 	return c.load(ctx)
 }
 
@@ -224,7 +230,8 @@ func (c *cache) addRuns(p *pipe, runs []store.Run) {
 	for _, r := range runs {
 		if r.Kind == store.KindBackfill && r.State != store.RunSuccess && r.State != store.RunFailed &&
 			(bf == nil || r.BackfillID != bf.ID) {
-			continue // another backfill's run: its apply runs it
+			c.held = append(c.held, r) // another backfill's run: its apply runs it
+			continue
 		}
 		if c.byRun[r.ID] != nil {
 			continue
@@ -309,6 +316,12 @@ func (c *cache) node(p *pipe, r store.Run) *runNode {
 // runKey names a run's directories: its logical date in the pipeline's
 // timezone with the offset, so the two runs of a repeated DST hour differ.
 func runKey(t time.Time) string { return t.Format("2006-01-02T150405-0700") }
+
+// OutputErrorLog is the file in which the engine keeps why the outputs of
+// a run (logical date in the pipeline's timezone) could not be committed.
+func OutputErrorLog(home, pipeline string, logical time.Time) string {
+	return filepath.Join(home, "logs", pipeline, "outputs", runKey(logical)+".log")
+}
 
 // runVars are the run.* values of a run.
 func (e *engine) runVars(r *runNode) dsl.RunVars {

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/rewind-dev/rewind/dsl"
 )
@@ -22,9 +23,30 @@ var presets = map[string]string{
 // CronLines groups a workspace's pipelines by schedule and timezone, so that
 // one crontab line per group calls `rewind run` when their intervals end.
 func CronLines(ws *dsl.Workspace) []CronLine {
+	lines, _ := cronLines(ws, time.Time{})
+	return lines
+}
+
+// CronLinesAt is CronLines without the pipelines that have ended at now
+// (their end_date has passed: no interval is left to become due), which it
+// returns by name.
+func CronLinesAt(ws *dsl.Workspace, now time.Time) ([]CronLine, []string) {
+	return cronLines(ws, now)
+}
+
+func cronLines(ws *dsl.Workspace, now time.Time) ([]CronLine, []string) {
 	byKey := map[[2]string]*CronLine{}
 	var out []*CronLine
+	var ended []string
 	for _, p := range ws.Pipelines {
+		if !now.IsZero() && !p.EndDate.IsZero() {
+			if tt, err := NewTimetable(p.Schedule, p.Timezone); err == nil {
+				if _, ok := tt.Upcoming(Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}); !ok {
+					ended = append(ended, p.Name)
+					continue
+				}
+			}
+		}
 		s := strings.TrimSpace(p.Schedule)
 		if c, ok := presets[s]; ok {
 			s = c
@@ -48,5 +70,5 @@ func CronLines(ws *dsl.Workspace) []CronLine {
 	for i, l := range out {
 		res[i] = *l
 	}
-	return res
+	return res, ended
 }

@@ -3,7 +3,9 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -165,12 +167,38 @@ func (e *engine) admit(ctx context.Context, now time.Time) error {
 		if p.paused && !onlyFills {
 			continue
 		}
+		// A run waiting for upstream data holds no slot (Airflow's sensor
+		// deadlock): it is admitted only once its producers succeeded, and
+		// an admitted run that waits with none of its tasks started (one
+		// admitted before its producers were checked) does not count.
+		activeRuns, activeFills := p.activeRuns, p.activeFills
+		if len(p.def.Consumes) > 0 {
+			for _, r := range e.cache.active {
+				if r.p == p && !r.done && r.idleWaiting() {
+					if r.run.Kind == store.KindBackfill {
+						activeFills--
+					} else {
+						activeRuns--
+					}
+				}
+			}
+		}
 		kept := p.queued[:0]
 		for i, n := range p.queued {
 			fill := n.run.Kind == store.KindBackfill
-			if (fill && (p.activeFills >= p.maxFills || bf.held())) || (!fill && (p.activeRuns >= p.maxRuns || onlyFills)) {
+			if (fill && (activeFills >= p.maxFills || bf.held())) || (!fill && (activeRuns >= p.maxRuns || onlyFills)) {
 				kept = append(kept, n)
 				continue
+			}
+			if len(p.def.Consumes) > 0 {
+				ok, err := e.producersReady(ctx, n, now)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					kept = append(kept, n) // waits in the queue, on no slot
+					continue
+				}
 			}
 			err := e.st.AdmitRun(ctx, store.AdmitRunParams{RunID: n.run.ID, Now: now})
 			if errors.Is(err, store.ErrConflict) {
@@ -185,8 +213,10 @@ func (e *engine) admit(ctx context.Context, now time.Time) error {
 			n.begun = now
 			if fill {
 				p.activeFills++
+				activeFills++
 			} else {
 				p.activeRuns++
+				activeRuns++
 			}
 			e.cache.active = append(e.cache.active, n)
 			e.progress.Queued--
@@ -419,12 +449,33 @@ const producerRecheck = 10 * time.Second
 
 // producersReady is consumes as a sensor: date D of a consumer waits until
 // the runs of its producers within its data interval have succeeded (at
-// least one, all of them). A run that waits keeps its slot and is checked
-// again by the next pass or the next rewind run.
+// least one, all of them). A queued run that waits is not admitted, so it
+// holds no max_active_runs slot; it is checked again by the next pass or
+// the next rewind run.
 func (e *engine) producersReady(ctx context.Context, r *runNode, now time.Time) (bool, error) {
 	if r.producersOK || len(r.p.def.Consumes) == 0 {
 		return true, nil
 	}
+	ok, err := e.producersSucceeded(ctx, r, now)
+	r.upstreamWaiting = err == nil && !ok
+	return ok, err
+}
+
+// idleWaiting: an admitted run that waits for upstream data with none of
+// its tasks started. It holds no max_active_runs slot.
+func (r *runNode) idleWaiting() bool {
+	if !r.upstreamWaiting || r.producersOK {
+		return false
+	}
+	for _, n := range r.tis {
+		if n.ti.State != store.TaskScheduled {
+			return false
+		}
+	}
+	return true
+}
+
+func (e *engine) producersSucceeded(ctx context.Context, r *runNode, now time.Time) (bool, error) {
 	from, to := r.run.DataIntervalStart, r.run.DataIntervalEnd
 	for _, name := range r.p.def.Consumes {
 		if pp := e.cache.pipes[name]; pp != nil {
@@ -501,9 +552,16 @@ func (e *engine) runProbes(ctx context.Context) {
 					rvs = append(rvs, e.runVars(r))
 				}
 			}
-			e.probes[sk] = runProbes(ctx, sk, rvs)
-			for key, msg := range e.probes[sk].errs {
+			e.probes[sk] = runProbes(ProbeContext(ctx, e.o.Now), p.def, sk, rvs)
+			keys := make([]int64, 0, len(e.probes[sk].errs))
+			for key := range e.probes[sk].errs {
+				keys = append(keys, key)
+			}
+			slices.Sort(keys)
+			for _, key := range keys {
+				msg := e.probes[sk].errs[key]
 				e.log.Warn("probe failed: the date is not treated as hot", "pipeline", p.def.Name, "logical_date", time.Unix(key, 0).In(p.def.Timezone).Format(time.RFC3339), "error", msg)
+				e.warn(fmt.Sprintf("%s: %s; the date runs on its own pool, not treated as hot", p.def.Name, msg))
 			}
 		}
 	}

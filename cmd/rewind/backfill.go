@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
 )
@@ -28,7 +31,6 @@ type planFlags struct {
 	reverse       bool
 	maxActiveRuns int
 	now           string
-	path          string
 	downstream    bool
 	tasks         []string
 	taskDown      bool
@@ -36,26 +38,39 @@ type planFlags struct {
 
 func (f *planFlags) add(c *cobra.Command) {
 	f.ws.add(c)
-	c.Flags().StringVar(&f.start, "start", "", "first logical date (YYYY-MM-DD in the pipeline's timezone)")
-	c.Flags().StringVar(&f.end, "end", "", "last logical date, inclusive")
+	c.Flags().StringVar(&f.start, "start", "", "first ds (YYYY-MM-DD, whole days in the pipeline's timezone) or logical date (RFC 3339)")
+	c.Flags().StringVar(&f.end, "end", "", "last ds or logical date, inclusive")
 	c.Flags().StringVar(&f.reprocess, "reprocess", "none", "dates that already have a run: none (missing only), failed (and failed ones), completed (all)")
 	c.Flags().BoolVar(&f.reverse, "reverse", false, "run the newest dates first")
 	c.Flags().IntVar(&f.maxActiveRuns, "max-active-runs", 0, "runs of the backfill at once (default: the pipeline's max_active_runs)")
 	c.Flags().StringVar(&f.now, "now", "", "the clock (RFC 3339): only due intervals are backfilled")
-	c.Flags().StringVar(&f.path, "path", ".", "directory of the pipeline files")
 	c.Flags().BoolVar(&f.downstream, "include-downstream", false, "pause and rebuild every pipeline downstream, not only the direct consumers")
 	c.Flags().StringArrayVar(&f.tasks, "task", nil, "re-run only this task (repeatable); the others keep their outcome (default --reprocess completed)")
 	c.Flags().BoolVar(&f.taskDown, "downstream", false, "with --task, also the tasks that depend on it")
 }
 
-func (f *planFlags) plan(cmd *cobra.Command, g *globals, pipeline string, st store.Store) (*scheduler.Plan, error) {
+// check validates the flags and the pipeline before any state is opened.
+func (f *planFlags) check(cmd *cobra.Command, g *globals, pipeline string) (*dsl.Workspace, error) {
 	if f.start == "" || f.end == "" {
 		return nil, exitWith(exitUsage, "backfill needs --start and --end")
+	}
+	if _, err := parseRange(f.start, f.end); err != nil {
+		return nil, err
 	}
 	if f.taskDown && len(f.tasks) == 0 {
 		return nil, exitWith(exitUsage, "--downstream goes with --task NAME")
 	}
-	w, err := f.ws.load(g, f.path)
+	if err := positive(cmd, "max-active-runs", f.maxActiveRuns, "a number of runs"); err != nil {
+		return nil, err
+	}
+	if _, err := parseNow(f.now); err != nil {
+		return nil, err
+	}
+	path, err := g.workspace("")
+	if err != nil {
+		return nil, err
+	}
+	w, err := f.ws.load(g, path)
 	if err != nil {
 		return nil, err
 	}
@@ -63,25 +78,48 @@ func (f *planFlags) plan(cmd *cobra.Command, g *globals, pipeline string, st sto
 	if err != nil {
 		return nil, err
 	}
-	start, err := parseDate("--start", f.start, p.Timezone)
+	known := map[string]bool{}
+	for _, t := range p.Tasks {
+		known[t.Name] = true
+	}
+	for _, t := range f.tasks {
+		if !known[t] {
+			return nil, unknownName("task", t, known, "of pipeline "+pipeline)
+		}
+	}
+	return w, nil
+}
+
+func (f *planFlags) plan(cmd *cobra.Command, g *globals, w *dsl.Workspace, pipeline string, st store.Store) (*scheduler.Plan, error) {
+	p, err := findPipeline(w, pipeline)
 	if err != nil {
 		return nil, err
 	}
-	end, err := parseDate("--end", f.end, p.Timezone)
+	window, err := parseRange(f.start, f.end)
 	if err != nil {
 		return nil, err
 	}
+	start, end := window.bounds(p.Timezone)
 	now, err := parseNow(f.now)
 	if err != nil {
 		return nil, err
 	}
-	plan, err := scheduler.MakePlan(cmd.Context(), st, scheduler.PlanParams{
+	// The plan routes its dates twice (skew rules, then the history of
+	// their runs): the probes run once.
+	ctx := scheduler.ProbeContext(cmd.Context(), now)
+	plan, err := scheduler.MakePlan(ctx, st, scheduler.PlanParams{
 		Workspace: w, Pipeline: pipeline, Start: start, End: end, Reprocess: f.reprocess,
 		Reverse: f.reverse, MaxActiveRuns: f.maxActiveRuns, Now: now, IncludeDownstream: f.downstream,
 		Tasks: f.tasks, TaskDownstream: f.taskDown,
 	})
 	if err != nil {
-		return nil, exitWith(exitUsage, "%v", err)
+		return nil, stateError(err, exitUsage)
+	}
+	if err := scheduler.PlanRoutes(ctx, st, w, plan); err != nil {
+		if errors.Is(err, scheduler.ErrProbe) {
+			return nil, exitWith(exitUsage, "%v (fix the probe, or remove it from the skew block, before planning)", err)
+		}
+		return nil, stateError(err, exitState)
 	}
 	return plan, nil
 }
@@ -115,12 +153,18 @@ func newBackfillPlanCmd(g *globals) *cobra.Command {
   rewind backfill plan daily_revenue --start 2025-07-01 --end 2025-09-28 --json --out plan.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := openStore(cmd.Context(), g)
+			w, err := f.check(cmd, g, args[0])
 			if err != nil {
 				return err
 			}
-			defer st.Close()
-			plan, err := f.plan(cmd, g, args[0], st)
+			// A plan changes nothing: without a state it is planned against
+			// an empty one, which is not kept.
+			st, cleanup, err := openForPlan(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			defer cleanup()
+			plan, err := f.plan(cmd, g, w, args[0], st)
 			if err != nil {
 				return err
 			}
@@ -194,6 +238,7 @@ func newBackfillApplyCmd(g *globals) *cobra.Command {
 		planFile string
 		quiet    bool
 		force    bool
+		wait     bool
 
 		includePaused bool
 	)
@@ -205,46 +250,83 @@ so 'rewind backfill status' shows where it is and 'apply --resume ID'
 continues after a crash or Ctrl-C without re-running finished attempts.
 Scheduled runs that are due keep running beside the backfill, first.
 
+Like 'rewind run', it exits with code 3 at once when another rewind holds
+the state, or waits for it with --wait.
+
 Exit codes: 0 the backfill succeeded, 1 a source check or a run failed,
-2 usage or configuration error, 3 another rewind holds the state, 130
-interrupted (resume with --resume ID).`,
+2 usage or configuration error (an unknown pipeline, task or backfill id),
+3 another rewind holds the state, 4 the state could not be read or
+written, 130 interrupted (resume with --resume ID).`,
 		Example: `  rewind backfill apply daily_revenue --start 2025-07-01 --end 2025-09-28 --reprocess completed --max-active-runs 15
   rewind backfill apply --resume daily_revenue_20260123T101500`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			st, err := openStore(ctx, g)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			w, err := f.ws.load(g, f.path)
-			if err != nil {
-				return err
-			}
-			now, err := parseNow(f.now)
-			if err != nil {
-				return err
-			}
-			o := scheduler.ApplyOptions{Store: st, Workspace: w, Home: homeDir(g), Now: now, Wait: true, ResumeID: resume, Force: force, IncludePaused: includePaused}
+			var w *dsl.Workspace
+			var err error
 			switch {
-			case resume != "":
-			case planFile != "":
-				b, err := os.ReadFile(planFile)
-				if err != nil {
-					return exitWith(exitUsage, "%v", err)
+			case resume != "" || planFile != "":
+				if len(args) > 0 {
+					return exitWith(exitUsage, "apply --resume ID and apply --plan FILE take no PIPELINE")
 				}
-				o.Plan = &scheduler.Plan{}
-				if err := json.Unmarshal(b, o.Plan); err != nil {
-					return exitWith(exitUsage, "--plan %s: %v", planFile, err)
+				if _, err := parseNow(f.now); err != nil {
+					return err
+				}
+				path, err := g.workspace("")
+				if err != nil {
+					return err
+				}
+				if w, err = f.ws.load(g, path); err != nil {
+					return err
 				}
 			case len(args) == 1:
-				if o.Plan, err = f.plan(cmd, g, args[0], st); err != nil {
+				if w, err = f.check(cmd, g, args[0]); err != nil {
 					return err
 				}
 			default:
 				return exitWith(exitUsage, "apply needs PIPELINE with --start and --end, --plan FILE, or --resume ID")
+			}
+			var plan *scheduler.Plan
+			if planFile != "" {
+				b, err := os.ReadFile(planFile)
+				if err != nil {
+					return exitWith(exitUsage, "--plan: %v", err)
+				}
+				plan = &scheduler.Plan{}
+				if err := json.Unmarshal(b, plan); err != nil {
+					return exitWith(exitUsage, "--plan %s: %v", planFile, err)
+				}
+				if _, err := findPipeline(w, plan.Pipeline); err != nil {
+					return err
+				}
+			}
+			var st store.Store
+			if resume != "" {
+				st, err = openExisting(ctx, g)
+			} else {
+				st, err = openStore(ctx, g)
+			}
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if resume != "" {
+				if _, err := findBackfill(cmd, st, []string{resume}); err != nil {
+					return err
+				}
+			}
+			// Like run: another rewind holding the state's lease is exit 3,
+			// or, with --wait, waited for (and said so).
+			if err := takeLease(ctx, g, st, wait, quiet); err != nil {
+				return err
+			}
+			now, _ := parseNow(f.now)
+			o := scheduler.ApplyOptions{Store: st, Workspace: w, Home: homeDir(g), Now: now, Wait: true, ResumeID: resume, Force: force, IncludePaused: includePaused, Plan: plan}
+			if resume == "" && plan == nil {
+				if o.Plan, err = f.plan(cmd, g, w, args[0], st); err != nil {
+					return err
+				}
 			}
 			prog := newProgress(g.stderr, quiet)
 			o.OnProgress = prog.update
@@ -255,6 +337,11 @@ interrupted (resume with --resume ID).`,
 			}
 			res, err := scheduler.ApplyBackfill(ctx, o)
 			prog.finish()
+			if res != nil && res.Summary != nil && !quiet {
+				for _, w := range res.Summary.Warnings {
+					fmt.Fprintln(g.stderr, "warning: "+w)
+				}
+			}
 			var busy *scheduler.LeaseBusyError
 			switch {
 			case errors.As(err, &busy):
@@ -292,22 +379,80 @@ interrupted (resume with --resume ID).`,
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing but errors")
 	c.Flags().BoolVar(&force, "force", false, "cut over even when validation finds changes over max_change (never with unfinished dates)")
 	c.Flags().BoolVar(&includePaused, "include-paused", false, "run the backfill of a paused pipeline (its scheduled runs stay paused)")
+	c.Flags().BoolVar(&wait, "wait", false, "wait for another rewind on the same state to finish instead of exiting with code 3")
 	return c
 }
 
+// takeLease checks that no other rewind holds the state's lease: exit 3 at
+// once, or with wait, a message and a wait for it. The lease is given back
+// at once; the backfill's run phase takes it again.
+func takeLease(ctx context.Context, g *globals, st store.Store, wait, quiet bool) error {
+	self := scheduler.Self()
+	_, err := scheduler.AcquireLease(ctx, st, self, false)
+	var busy *scheduler.LeaseBusyError
+	if errors.As(err, &busy) && wait {
+		if !quiet {
+			fmt.Fprintf(g.stderr, "waiting for another rewind (pid %d on %s) that holds the state\n", busy.Lease.PID, busy.Lease.Host)
+		}
+		_, err = scheduler.AcquireLease(ctx, st, self, true)
+	}
+	switch {
+	case errors.As(err, &busy):
+		return exitWith(exitLeaseBusy, "%v", busy)
+	case err != nil && ctx.Err() != nil:
+		return exitWith(exitInterrupt, "interrupted")
+	case err != nil:
+		return stateError(err, exitState)
+	}
+	return scheduler.ReleaseLease(context.WithoutCancel(ctx), st, self)
+}
+
+// openForPlan opens the state for a plan, which changes nothing: the
+// workspace's state if it exists, else an empty one in a temporary
+// directory, removed afterwards.
+func openForPlan(ctx context.Context, g *globals) (store.Store, func(), error) {
+	exists, err := g.hasState()
+	if err != nil {
+		return nil, nil, err
+	}
+	if exists {
+		st, err := openExisting(ctx, g)
+		if err != nil {
+			return nil, nil, err
+		}
+		return st, func() { st.Close() }, nil
+	}
+	dir, err := os.MkdirTemp("", "rewind-plan-")
+	if err != nil {
+		return nil, nil, exitWith(exitState, "%v", err)
+	}
+	st, err := openDSN(ctx, "sqlite:"+filepath.Join(dir, "state.db"))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return st, func() { st.Close(); os.RemoveAll(dir) }, nil
+}
+
 func newBackfillRollbackCmd(g *globals) *cobra.Command {
-	var path string
 	c := &cobra.Command{
 		Use:     "rollback ID",
 		Short:   "Restore the window's dates of the backfill's outputs on main as they were before its cutover",
 		Example: "  rewind backfill rollback daily_revenue_20260123T101500",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := openStore(cmd.Context(), g)
+			path, err := g.workspace("")
+			if err != nil {
+				return err
+			}
+			st, err := openExisting(cmd.Context(), g)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
+			if _, err := findBackfill(cmd, st, args); err != nil {
+				return err
+			}
 			w, err := loadWorkspace(g, path, nil)
 			if err != nil {
 				return err
@@ -319,7 +464,6 @@ func newBackfillRollbackCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVar(&path, "path", ".", "directory of the pipeline files")
 	return c
 }
 
@@ -332,7 +476,10 @@ func newBackfillStatusCmd(g *globals) *cobra.Command {
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			st, err := openStore(ctx, g)
+			if _, err := g.workspace(""); err != nil {
+				return err
+			}
+			st, err := openExisting(ctx, g)
 			if err != nil {
 				return err
 			}
@@ -343,7 +490,7 @@ func newBackfillStatusCmd(g *globals) *cobra.Command {
 			}
 			runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{b.Pipeline}, From: b.From, To: b.To})
 			if err != nil {
-				return exitWith(exitFailed, "%v", err)
+				return stateError(err, exitState)
 			}
 			type dateState struct {
 				DS    string `json:"ds"`
@@ -405,14 +552,17 @@ func newBackfillListCmd(g *globals) *cobra.Command {
 		Short: "List backfills, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := openStore(cmd.Context(), g)
+			if _, err := g.workspace(""); err != nil {
+				return err
+			}
+			st, err := openExisting(cmd.Context(), g)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
 			list, err := st.ListBackfills(cmd.Context())
 			if err != nil {
-				return exitWith(exitFailed, "%v", err)
+				return stateError(err, exitState)
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tPIPELINE\tWINDOW\tREPROCESS\tSTATE\tPHASE")
@@ -435,27 +585,7 @@ is not running, or that failed, is settled the same way at once. Its
 finished dates live only on its branch: a later backfill with --reprocess
 failed runs them again.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			st, err := openStore(ctx, g)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			b, err := findBackfill(cmd, st, args)
-			if err != nil {
-				return err
-			}
-			b, err = scheduler.CancelBackfill(ctx, st, b.ID)
-			if errors.Is(err, scheduler.ErrBackfillState) {
-				return exitWith(exitUsage, "%v", err)
-			}
-			if err != nil {
-				return exitWith(exitFailed, "%v", err)
-			}
-			fmt.Fprintf(g.stdout, "backfill %s: cancelled\n", b.ID)
-			return nil
-		},
+		RunE: backfillOp(g, "cancelled", scheduler.CancelBackfill),
 	}
 }
 
@@ -472,26 +602,37 @@ func newBackfillHoldCmd(g *globals, hold bool) *cobra.Command {
 its 'backfill apply' waits. 'backfill unpause ID' lets it go on (a backfill
 whose apply is not running goes on with 'apply --resume ID').`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			st, err := openStore(ctx, g)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			b, err := findBackfill(cmd, st, args)
-			if err != nil {
-				return err
-			}
-			b, err = scheduler.HoldBackfill(ctx, st, b.ID, hold)
-			if errors.Is(err, scheduler.ErrBackfillState) {
-				return exitWith(exitUsage, "%v", err)
-			}
-			if err != nil {
-				return exitWith(exitFailed, "%v", err)
-			}
-			fmt.Fprintf(g.stdout, "backfill %s: %s\n", b.ID, done)
-			return nil
-		},
+		RunE: backfillOp(g, done, func(ctx context.Context, st store.Store, id string) (store.Backfill, error) {
+			return scheduler.HoldBackfill(ctx, st, id, hold)
+		}),
+	}
+}
+
+// backfillOp runs an operator command on the backfill named by args (one
+// that its state does not allow is a usage error) and says what it did.
+func backfillOp(g *globals, done string, op func(context.Context, store.Store, string) (store.Backfill, error)) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
+		if _, err := g.workspace(""); err != nil {
+			return err
+		}
+		st, err := openExisting(ctx, g)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		b, err := findBackfill(cmd, st, args)
+		if err != nil {
+			return err
+		}
+		b, err = op(ctx, st, b.ID)
+		if errors.Is(err, scheduler.ErrBackfillState) {
+			return exitWith(exitUsage, "%v", err)
+		}
+		if err != nil {
+			return exitWith(exitFailed, "%v", err)
+		}
+		fmt.Fprintf(g.stdout, "backfill %s: %s\n", b.ID, done)
+		return nil
 	}
 }

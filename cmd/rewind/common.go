@@ -3,8 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -39,9 +44,94 @@ func isTerminal(w any) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// openStore opens the state named by --state, $REWIND_STATE or the default.
+// The workspace: every command names it the same way, as its PATH
+// argument (the commands that have one), --path DIR or -C DIR; default ".".
+// It owns its state, <workspace>/.rewind/state.db, whatever the working
+// directory.
+
+// workspace resolves the workspace of a command from its positional PATH
+// (pos, "" when the command has none or it was not given) and --path, and
+// records it in g for openStore and homeDir.
+func (g *globals) workspace(pos string) (string, error) {
+	path := g.path
+	switch {
+	case pos != "" && path != "" && filepath.Clean(pos) != filepath.Clean(path):
+		return "", exitWith(exitUsage, "the workspace is given twice, as %s and --path %s: give it once", pos, path)
+	case pos != "":
+		path = pos
+	case path == "":
+		path = "."
+	}
+	g.ws = path
+	return path, nil
+}
+
+// wsPath is the workspace resolved by workspace, or --path, or ".".
+func (g *globals) wsPath() string {
+	switch {
+	case g.ws != "":
+		return g.ws
+	case g.path != "":
+		return g.path
+	}
+	return "."
+}
+
+// wsDir is the directory of the workspace: PATH itself, or the directory
+// of the one .hcl file PATH names.
+func (g *globals) wsDir() string {
+	p := g.wsPath()
+	if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+		return filepath.Dir(p)
+	}
+	return p
+}
+
+// stateDSN is the state the command uses: --state, else $REWIND_STATE, else
+// the workspace's own SQLite file. explicit says whether it was named.
+func (g *globals) stateDSN() (dsn string, explicit bool, err error) {
+	from, dsn := "--state", g.state
+	if dsn == "" {
+		from, dsn = store.EnvState, os.Getenv(store.EnvState)
+	}
+	if dsn == "" {
+		return "sqlite:" + filepath.Join(g.wsDir(), ".rewind", "state.db"), false, nil
+	}
+	if store.IsPostgres(dsn) {
+		return dsn, true, nil
+	}
+	lower := strings.ToLower(dsn)
+	if !strings.HasPrefix(lower, "sqlite:") {
+		shown := dsn
+		if i := strings.Index(shown, "://"); i >= 0 {
+			shown = shown[:i] + "://..." // may hold a password
+		}
+		return "", true, exitWith(exitUsage, "%s %q: want sqlite:PATH or postgres://...", from, shown)
+	}
+	path, _ := store.SQLitePath(dsn)
+	if path == "" {
+		return "", true, exitWith(exitUsage, "%s %q: sqlite: names no file (want sqlite:PATH)", from, dsn)
+	}
+	dir := filepath.Dir(path)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return "", true, exitWith(exitUsage, "%s %s: the directory %s does not exist (rewind creates the state file, not its directory)", from, dsn, dir)
+	}
+	return dsn, true, nil
+}
+
+// openStore opens the state of the workspace (or the one --state or
+// $REWIND_STATE names), creating it if it does not exist yet: for the
+// commands that write (run, pause, backfill apply, ...).
 func openStore(ctx context.Context, g *globals) (store.Store, error) {
-	st, err := store.Open(ctx, store.DSNFromEnv(g.state))
+	dsn, _, err := g.stateDSN()
+	if err != nil {
+		return nil, err
+	}
+	return openDSN(ctx, dsn)
+}
+
+func openDSN(ctx context.Context, dsn string) (store.Store, error) {
+	st, err := store.Open(ctx, dsn)
 	if err != nil {
 		if store.IsUnavailable(err) {
 			return nil, exitWith(exitState, "open state: %v", err)
@@ -51,11 +141,58 @@ func openStore(ctx context.Context, g *globals) (store.Store, error) {
 	return st, nil
 }
 
+// errNoState is the error of a command that needs a state where none exists.
+func (g *globals) errNoState(explicit bool, path string) error {
+	if explicit {
+		return exitWith(exitUsage, "no rewind state at %s (run 'rewind run --state sqlite:%s' first)", path, path)
+	}
+	dir := g.wsDir()
+	return exitWith(exitUsage, "no rewind state in %s (run 'rewind run %s' first, or pass --state)", dir, dir)
+}
+
+// hasState reports whether the SQLite state exists (always true for
+// PostgreSQL).
+func (g *globals) hasState() (bool, error) {
+	dsn, explicit, err := g.stateDSN()
+	if err != nil {
+		return false, err
+	}
+	path, ok := store.SQLitePath(dsn)
+	if !ok {
+		return true, nil
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	} else if err != nil && !explicit {
+		return false, exitWith(exitState, "state %s: %v", path, err)
+	}
+	return true, nil
+}
+
+// openExisting opens the state for the commands that only read (or that
+// have nothing to do without one): it never creates a state, and without
+// one the command ends with exit code 2.
+func openExisting(ctx context.Context, g *globals) (store.Store, error) {
+	dsn, explicit, err := g.stateDSN()
+	if err != nil {
+		return nil, err
+	}
+	if path, ok := store.SQLitePath(dsn); ok {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, g.errNoState(explicit, path)
+		}
+	}
+	return openDSN(ctx, dsn)
+}
+
 // stateError is err with the exit code it calls for: 4 when the state
 // could not be read or written, 3 when another rewind took the state's
 // lease, else fallback.
 func stateError(err error, fallback int) error {
+	var ee *exitError
 	switch {
+	case errors.As(err, &ee):
+		return err
 	case store.IsUnavailable(err):
 		return exitWith(exitState, "%v", err)
 	case errors.Is(err, store.ErrFenced):
@@ -65,12 +202,83 @@ func stateError(err error, fallback int) error {
 }
 
 // homeDir is where runs/ and logs/ live: beside a SQLite state file, else
-// .rewind under the working directory.
+// .rewind in the workspace.
 func homeDir(g *globals) string {
-	if path, ok := store.SQLitePath(store.DSNFromEnv(g.state)); ok {
-		return filepath.Dir(path)
+	if dsn, _, err := g.stateDSN(); err == nil {
+		if path, ok := store.SQLitePath(dsn); ok {
+			return filepath.Dir(path)
+		}
 	}
-	return ".rewind"
+	return filepath.Join(g.wsDir(), ".rewind")
+}
+
+// knownPipelines checks that name is a pipeline of the workspace or of the
+// state (st may be nil): an unknown one is a usage error that lists the
+// known names.
+func knownPipeline(ctx context.Context, g *globals, st store.Store, name string) error {
+	names := map[string]bool{}
+	if ws, diags := dsl.Load(g.wsPath(), dsl.LoadOptions{Env: os.Environ()}); !diags.HasErrors() {
+		for _, p := range ws.Pipelines {
+			names[p.Name] = true
+		}
+	}
+	if st != nil {
+		sps, err := st.ListPipelines(ctx)
+		if err != nil {
+			return stateError(err, exitState)
+		}
+		for _, p := range sps {
+			names[p.Name] = true
+		}
+	}
+	if names[name] {
+		return nil
+	}
+	if len(names) == 0 {
+		return exitWith(exitUsage, "unknown pipeline %q: the workspace %s has no pipeline and no rewind state (name the workspace with --path DIR)", name, g.wsPath())
+	}
+	return unknownName("pipeline", name, names)
+}
+
+// checkTask checks that task is a task of pipeline: in the workspace or in
+// the runs given. An unknown one is a usage error that lists the known.
+func checkTask(g *globals, pipeline, task string, runs []store.Run) error {
+	known := map[string]bool{}
+	if ws, diags := dsl.Load(g.wsPath(), dsl.LoadOptions{Env: os.Environ()}); !diags.HasErrors() {
+		if p := ws.Pipeline(pipeline); p != nil {
+			for _, t := range p.Tasks {
+				known[t.Name] = true
+			}
+		}
+	}
+	for _, r := range runs {
+		for _, t := range r.Tasks {
+			known[t.Task] = true
+		}
+	}
+	if known[task] {
+		return nil
+	}
+	return unknownName("task", task, known, "of pipeline "+pipeline)
+}
+
+// unknownName is the error for a name that is not one of known.
+func unknownName(what, name string, known map[string]bool, of ...string) error {
+	list := make([]string, 0, len(known))
+	for n := range known {
+		list = append(list, n)
+	}
+	sort.Strings(list)
+	text := "none"
+	if len(list) > 0 {
+		text = strings.Join(list, ", ")
+	}
+	if len(of) > 0 {
+		what = fmt.Sprintf("%s %q %s", what, name, strings.Join(of, " "))
+	} else {
+		what = fmt.Sprintf("%s %q", what, name)
+	}
+	return exitWith(exitUsage, "unknown %s (known: %s)", what, text)
 }
 
 // parseNow reads --now (RFC 3339, or a date meaning UTC midnight).
@@ -87,7 +295,7 @@ func parseNow(s string) (time.Time, error) {
 	return time.Time{}, exitWith(exitUsage, "--now %q: want RFC 3339 (2025-07-01T00:00:00Z) or YYYY-MM-DD", s)
 }
 
-// parseDate reads a --start/--end date: YYYY-MM-DD (midnight in loc) or RFC 3339.
+// parseDate reads a date flag: YYYY-MM-DD (midnight in loc) or RFC 3339.
 func parseDate(flag, s string, loc *time.Location) (time.Time, error) {
 	if t, err := time.ParseInLocation("2006-01-02", s, loc); err == nil {
 		return t, nil
@@ -98,9 +306,93 @@ func parseDate(flag, s string, loc *time.Location) (time.Time, error) {
 	return time.Time{}, exitWith(exitUsage, "%s %q: want YYYY-MM-DD or RFC 3339", flag, s)
 }
 
+// dateRange is a --start/--end window. A date-only bound selects whole days
+// by ds, inclusive, in the pipeline's timezone; a timestamp selects exact
+// logical dates. Zero bounds do not limit.
+type dateRange struct {
+	start, end         string // as given
+	startDay, endDay   string // the YYYY-MM-DD of a date-only bound
+	startTime, endTime time.Time
+}
+
+func isDateOnly(s string) bool {
+	_, err := time.Parse("2006-01-02", s)
+	return err == nil
+}
+
+// parseRange checks --start and --end (either may be empty).
+func parseRange(start, end string) (dateRange, error) {
+	r := dateRange{start: start, end: end}
+	for _, b := range []struct {
+		flag, s string
+		day     *string
+		t       *time.Time
+	}{{"--start", start, &r.startDay, &r.startTime}, {"--end", end, &r.endDay, &r.endTime}} {
+		switch {
+		case b.s == "":
+		case isDateOnly(b.s):
+			*b.day = b.s
+		default:
+			t, err := time.Parse(time.RFC3339, b.s)
+			if err != nil {
+				return r, exitWith(exitUsage, "%s %q: want YYYY-MM-DD (whole days by ds) or RFC 3339 (an exact logical date)", b.flag, b.s)
+			}
+			*b.t = t
+		}
+	}
+	if start != "" && end != "" {
+		from, to := r.bounds(time.UTC)
+		if to.Before(from) {
+			return r, exitWith(exitUsage, "--end %s is before --start %s", end, start)
+		}
+	}
+	return r, nil
+}
+
+// bounds are the window's logical dates in loc, both inclusive (zero where
+// unbounded): from the first moment of the start day to the last moment
+// of the end day for dates.
+func (r dateRange) bounds(loc *time.Location) (from, to time.Time) {
+	if r.startDay != "" {
+		from, _ = time.ParseInLocation("2006-01-02", r.startDay, loc)
+	} else if !r.startTime.IsZero() {
+		from = r.startTime.In(loc)
+	}
+	if r.endDay != "" {
+		d, _ := time.ParseInLocation("2006-01-02", r.endDay, loc)
+		to = time.Date(d.Year(), d.Month(), d.Day()+1, 0, 0, 0, 0, loc).Add(-time.Nanosecond)
+	} else if !r.endTime.IsZero() {
+		to = r.endTime.In(loc)
+	}
+	return from, to
+}
+
+// contains reports whether a run (its ds and logical date) is in the window.
+func (r dateRange) contains(ds string, logical time.Time) bool {
+	switch {
+	case r.startDay != "" && ds < r.startDay:
+		return false
+	case !r.startTime.IsZero() && logical.Before(r.startTime):
+		return false
+	case r.endDay != "" && ds > r.endDay:
+		return false
+	case !r.endTime.IsZero() && logical.After(r.endTime):
+		return false
+	}
+	return true
+}
+
+// positive checks a numeric flag that must be at least 1 when given.
+func positive(c *cobra.Command, flag string, v int, what string) error {
+	if c.Flags().Changed(flag) && v < 1 {
+		return exitWith(exitUsage, "--%s %d: want %s, 1 or more", flag, v, what)
+	}
+	return nil
+}
+
 func pathArg(args []string) string {
 	if len(args) > 0 {
 		return args[0]
 	}
-	return "."
+	return ""
 }

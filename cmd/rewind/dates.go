@@ -34,13 +34,23 @@ func newDatesCmd(g *globals) *cobra.Command {
 		Short: "List the due data intervals of a pipeline: what a catchup would run",
 		Long: `Dates prints the data intervals of PIPELINE that are due (their end is not
 after --now, default the current time), from start_date or --start to
-end_date or --end (inclusive, on logical dates): exactly the runs that
-'rewind run --catchup' would create. Times are in the pipeline's timezone.`,
+end_date or --end: exactly the runs that 'rewind run --catchup' would
+create. A date (YYYY-MM-DD) selects whole days by ds, inclusive, in the
+pipeline's timezone; a timestamp (RFC 3339) selects exact logical dates.
+Times are in the pipeline's timezone. PATH (or --path) is the workspace.`,
 		Example: `  rewind dates daily_revenue --start 2025-07-01 --end 2025-07-31
   rewind dates hourly_events --now 2025-03-31T00:00:00+02:00 --json`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, err := ws.load(g, pathArg(args[1:]))
+			window, err := parseRange(start, end)
+			if err != nil {
+				return err
+			}
+			path, err := g.workspace(pathArg(args[1:]))
+			if err != nil {
+				return err
+			}
+			w, err := ws.load(g, path)
 			if err != nil {
 				return err
 			}
@@ -55,16 +65,7 @@ end_date or --end (inclusive, on logical dates): exactly the runs that
 				}
 			}
 			win := scheduler.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}
-			if start != "" {
-				if win.From, err = parseDate("--start", start, p.Timezone); err != nil {
-					return err
-				}
-			}
-			if end != "" {
-				if win.To, err = parseDate("--end", end, p.Timezone); err != nil {
-					return err
-				}
-			}
+			win.From, win.To = window.bounds(p.Timezone)
 			tt, err := scheduler.NewTimetable(p.Schedule, p.Timezone)
 			if err != nil {
 				return exitWith(exitUsage, "pipeline %s: %v", p.Name, err)
@@ -73,7 +74,10 @@ end_date or --end (inclusive, on logical dates): exactly the runs that
 			for iv := range tt.Intervals(win) {
 				ivs = append(ivs, iv)
 			}
-			routes := scheduler.DateRoutes(cmd.Context(), p, ivs)
+			routes, warnings := scheduler.DateRoutesChecked(scheduler.ProbeContext(cmd.Context(), now), p, ivs)
+			for _, w := range warnings {
+				fmt.Fprintln(g.stderr, "warning: "+w)
+			}
 			if asJSON {
 				out := make([]dateJSON, len(ivs))
 				for i, iv := range ivs {
@@ -101,23 +105,22 @@ end_date or --end (inclusive, on logical dates): exactly the runs that
 		},
 	}
 	ws.add(c)
-	c.Flags().StringVar(&start, "start", "", "first logical date (YYYY-MM-DD in the pipeline's timezone, or RFC 3339)")
-	c.Flags().StringVar(&end, "end", "", "last logical date, inclusive")
+	c.Flags().StringVar(&start, "start", "", "first ds (YYYY-MM-DD, the pipeline's timezone) or logical date (RFC 3339)")
+	c.Flags().StringVar(&end, "end", "", "last ds or logical date, inclusive")
 	c.Flags().StringVar(&nowS, "now", "", "the clock: intervals ending after it are not due (RFC 3339)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
 	return c
 }
 
+// findPipeline is the pipeline of the loaded workspace named name; an
+// unknown name is a usage error that lists the known ones.
 func findPipeline(w *dsl.Workspace, name string) (*dsl.Pipeline, error) {
 	if p := w.Pipeline(name); p != nil {
 		return p, nil
 	}
-	known := ""
-	for i, p := range w.Pipelines {
-		if i > 0 {
-			known += ", "
-		}
-		known += p.Name
+	known := map[string]bool{}
+	for _, p := range w.Pipelines {
+		known[p.Name] = true
 	}
-	return nil, exitWith(exitUsage, "unknown pipeline %q (known: %s)", name, known)
+	return nil, unknownName("pipeline", name, known)
 }

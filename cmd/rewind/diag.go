@@ -50,8 +50,14 @@ func loadWorkspace(g *globals, path string, vars []string) (*dsl.Workspace, erro
 	}
 	ws, diags := dsl.Load(path, opts)
 	redactOutput(g, ws)
-	if len(diags) > 0 {
-		writeDiagnostics(g, ws.Files, diags)
+	shown := diags[:0:0]
+	for _, d := range diags {
+		if !dsl.IsValidateOnly(d) {
+			shown = append(shown, d)
+		}
+	}
+	if len(shown) > 0 {
+		writeDiagnostics(g, ws.Files, shown)
 	}
 	if diags.HasErrors() {
 		return nil, &exitError{code: exitUsage}

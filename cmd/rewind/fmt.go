@@ -31,9 +31,9 @@ diagnostics are printed and fmt exits 2.`,
   rewind fmt --check examples/events`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path := "."
-			if len(args) == 1 {
-				path = args[0]
+			path, err := g.workspace(pathArg(args))
+			if err != nil {
+				return err
 			}
 			files, err := hclFiles(path)
 			if err != nil {

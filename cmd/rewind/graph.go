@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -29,25 +28,17 @@ ties by name. PATH is the workspace (default: the current directory).`,
 			if format != "dot" && format != "mermaid" {
 				return exitWith(exitUsage, "unknown --format %q: use dot or mermaid", format)
 			}
-			path := "."
-			if len(args) == 2 {
-				path = args[1]
+			path, err := g.workspace(pathArg(args[1:]))
+			if err != nil {
+				return err
 			}
 			ws, err := loadWorkspace(g, path, vars)
 			if err != nil {
 				return err
 			}
-			p := ws.Pipeline(args[0])
-			if p == nil {
-				names := make([]string, 0, len(ws.Pipelines))
-				for _, p := range ws.Pipelines {
-					names = append(names, p.Name)
-				}
-				known := "none"
-				if len(names) > 0 {
-					known = strings.Join(names, ", ")
-				}
-				return exitWith(exitUsage, "unknown pipeline %q; the pipelines of %s are: %s", args[0], path, known)
+			p, err := findPipeline(ws, args[0])
+			if err != nil {
+				return err
 			}
 			if format == "mermaid" {
 				writeMermaid(g.stdout, p)

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/store"
 )
 
 func init() { register(newLakeCmd) }
@@ -29,25 +33,52 @@ func outputByTable(w *dsl.Workspace, table string) (*dsl.Output, error) {
 	return nil, exitWith(exitUsage, "no output writes table %q (known: %v)", table, known)
 }
 
+// requireCatalog fails, for a read-only command, when the workspace has no
+// state or the output's sql catalog does not exist yet: nothing was
+// committed, and opening it would create it.
+func requireCatalog(g *globals, w *dsl.Workspace, o *dsl.Output) error {
+	exists, err := g.hasState()
+	if err != nil {
+		return err
+	}
+	if !exists {
+		dsn, explicit, _ := g.stateDSN()
+		path, _ := store.SQLitePath(dsn)
+		return g.errNoState(explicit, path)
+	}
+	if c := w.Catalogs[o.Catalog]; c != nil && c.Type == dsl.CatalogSQL {
+		if _, err := os.Stat(c.URI); errors.Is(err, fs.ErrNotExist) {
+			return exitWith(exitUsage, "table %s has no version yet: its catalog %s (%s) does not exist (the first successful run commits it)", o.Table, c.Name, c.URI)
+		}
+	}
+	return nil
+}
+
 func newLakeCmd(g *globals) *cobra.Command {
-	var path string
 	c := &cobra.Command{
 		Use:   "lake",
 		Short: "Inspect and maintain the versioned outputs (Apache Iceberg tables)",
 	}
-	c.PersistentFlags().StringVar(&path, "path", ".", "directory of the pipeline files")
 
 	show := &cobra.Command{
 		Use:   "show TABLE",
 		Short: "Snapshots, refs (branches and tags) and partitions with row counts",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := g.workspace("")
+			if err != nil {
+				return err
+			}
 			w, err := loadWorkspace(g, path, nil)
 			if err != nil {
 				return err
 			}
 			o, err := outputByTable(w, args[0])
 			if err != nil {
+				return err
+			}
+			// Reading creates nothing: neither a state nor a catalog.
+			if err := requireCatalog(g, w, o); err != nil {
 				return err
 			}
 			lakes := scheduler.NewLakes(w)
@@ -101,12 +132,19 @@ func newLakeCmd(g *globals) *cobra.Command {
 		Example: "  rewind lake diff analytics.fct_daily_revenue --from pre_backfill_ID --to main",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := g.workspace("")
+			if err != nil {
+				return err
+			}
 			w, err := loadWorkspace(g, path, nil)
 			if err != nil {
 				return err
 			}
 			o, err := outputByTable(w, args[0])
 			if err != nil {
+				return err
+			}
+			if err := requireCatalog(g, w, o); err != nil {
 				return err
 			}
 			var cols []string
@@ -161,11 +199,15 @@ func newLakeCmd(g *globals) *cobra.Command {
 	expire := &cobra.Command{
 		Use:   "expire [--older-than 14d]",
 		Short: "Drop tags and branches past each output's retention and expire old snapshots",
-		Long: `Expire is the seeds' decommission step: for every output, tags and branches
+		Long: `Expire is the last step of a restatement, the old version's decommission: for every output, tags and branches
 (other than main) created more than its retention ago (or --older-than) are
 dropped, and the snapshots no ref needs any more are expired with their files.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := g.workspace("")
+			if err != nil {
+				return err
+			}
 			w, err := loadWorkspace(g, path, nil)
 			if err != nil {
 				return err

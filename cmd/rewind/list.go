@@ -23,7 +23,11 @@ func newListCmd(g *globals) *cobra.Command {
 		Example: "  rewind list examples/daily_revenue",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, err := ws.load(g, pathArg(args))
+			path, err := g.workspace(pathArg(args))
+			if err != nil {
+				return err
+			}
+			w, err := ws.load(g, path)
 			if err != nil {
 				return err
 			}

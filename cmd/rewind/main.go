@@ -39,9 +39,12 @@ func exitWith(code int, format string, args ...any) error {
 
 // globals are the flags every command shares.
 type globals struct {
-	state  string
-	stdout io.Writer
-	stderr io.Writer
+	state string
+	// path is --path / -C: the workspace of commands without a PATH
+	// argument; ws is the workspace a command resolved (globals.workspace).
+	path, ws string
+	stdout   io.Writer
+	stderr   io.Writer
 }
 
 var commands []func(*globals) *cobra.Command
@@ -62,9 +65,20 @@ read, applied, validated and rolled back.`,
 	}
 	root.SetOut(g.stdout)
 	root.SetErr(g.stderr)
-	root.PersistentFlags().StringVar(&g.state, "state", "", "state DSN: sqlite:PATH or postgres://... (default $REWIND_STATE or sqlite:.rewind/state.db)")
+	root.PersistentFlags().StringVar(&g.state, "state", "", "state DSN: sqlite:PATH or postgres://... (default $REWIND_STATE, else WORKSPACE/.rewind/state.db)")
+	root.PersistentFlags().StringVarP(&g.path, "path", "C", "", "the workspace directory (default: PATH where the command takes one, else .)")
+	root.Version = versionLine()
+	root.SetVersionTemplate("{{.Version}}\n")
 	for _, f := range commands {
 		root.AddCommand(f(g))
+	}
+	// Groups (backfill, lake, watermark): an unknown subcommand is a usage
+	// error with suggestions, not the group's help and exit 0.
+	for _, c := range root.Commands() {
+		if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = groupRunE
+		}
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: exitUsage, msg: err.Error() + "\nRun '" + c.CommandPath() + " --help' for usage."}
@@ -86,16 +100,44 @@ func rewindMain(args []string, stdout, stderr io.Writer) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.msg != "" {
-			fmt.Fprintln(g.stderr, "rewind: "+ee.msg)
+			fmt.Fprintln(g.stderr, "rewind: "+collapsePrefixes(ee.msg))
 		}
 		return ee.code
 	}
-	fmt.Fprintln(g.stderr, "rewind: "+err.Error())
+	msg := collapsePrefixes(err.Error())
+	if strings.HasPrefix(msg, "unknown command ") && !strings.Contains(msg, "Did you mean") {
+		msg += "\nRun 'rewind --help' for the commands."
+	}
+	fmt.Fprintln(g.stderr, "rewind: "+msg)
 	if store.IsUnavailable(err) {
 		return exitState
 	}
 	// Cobra's own errors: unknown command, wrong number of arguments.
 	return exitUsage
+}
+
+// groupRunE is the RunE of a command that only groups subcommands: without
+// arguments it prints its help; an unknown subcommand is a usage error
+// that suggests the closest ones.
+func groupRunE(c *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return c.Help()
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2
+	}
+	if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+	}
+	var names []string
+	for _, sub := range c.Commands() {
+		if sub.IsAvailableCommand() {
+			names = append(names, sub.Name())
+		}
+	}
+	msg += "\n\n" + c.CommandPath() + " commands: " + strings.Join(names, ", ")
+	return exitWith(exitUsage, "%s", msg)
 }
 
 // terraformStyleVar accepts Terraform's single-dash -var name=value beside
@@ -117,4 +159,23 @@ func terraformStyleVar(args []string) []string {
 
 func main() {
 	os.Exit(rewindMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// collapsePrefixes drops a "prefix: " that repeats the one before it, as
+// errors wrapped twice by the same context say it: "output t: output t: no
+// file matches" is "output t: no file matches".
+func collapsePrefixes(msg string) string {
+	lines := strings.Split(msg, "\n")
+	for i, line := range lines {
+		parts := strings.Split(line, ": ")
+		out := parts[:1]
+		for _, p := range parts[1:] {
+			if p == out[len(out)-1] && p != "" {
+				continue
+			}
+			out = append(out, p)
+		}
+		lines[i] = strings.Join(out, ": ")
+	}
+	return strings.Join(lines, "\n")
 }

@@ -23,15 +23,36 @@ func newPauseCmd(g *globals, paused bool) *cobra.Command {
 	return &cobra.Command{
 		Use:     use + " PIPELINE",
 		Short:   short,
-		Example: "  rewind " + use + " daily_revenue",
+		Long:    short + ". PIPELINE is a pipeline of the workspace (--path, default \".\") or of its state;\nan unknown name is refused (exit 2).",
+		Example: "  rewind " + use + " daily_revenue --path examples/daily_revenue",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			st, err := openStore(ctx, g)
+			if _, err := g.workspace(""); err != nil {
+				return err
+			}
+			// The name must be a pipeline of the workspace or of its state,
+			// checked before the state is created or changed.
+			exists, err := g.hasState()
 			if err != nil {
 				return err
 			}
-			defer st.Close()
+			var st store.Store
+			if exists {
+				if st, err = openExisting(ctx, g); err != nil {
+					return err
+				}
+				defer st.Close()
+			}
+			if err := knownPipeline(ctx, g, st, args[0]); err != nil {
+				return err
+			}
+			if st == nil {
+				if st, err = openStore(ctx, g); err != nil {
+					return err
+				}
+				defer st.Close()
+			}
 			p := store.SetPausedParams{Name: args[0], Paused: paused, Now: time.Now()}
 			err = st.SetPaused(ctx, p)
 			if errors.Is(err, store.ErrNotFound) {
@@ -41,7 +62,7 @@ func newPauseCmd(g *globals, paused bool) *cobra.Command {
 				}
 			}
 			if err != nil {
-				return exitWith(exitFailed, "%v", err)
+				return stateError(err, exitState)
 			}
 			fmt.Fprintf(g.stdout, "%s: %sd\n", args[0], use)
 			return nil

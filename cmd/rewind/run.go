@@ -48,14 +48,21 @@ pipeline with catchup = true gets every missed interval, one with
 catchup = false only the latest. --catchup fills every due interval since
 start_date for the selected pipelines, whatever catchup says.
 
-State is kept in .rewind/state.db (see --state); logs under .rewind/logs.
+State is kept in PATH/.rewind/state.db, whatever the working directory
+(see --state); logs under PATH/.rewind/logs.
 A rewind killed at any moment loses nothing: the next run adopts attempts
 still running, records those that finished, and re-runs only lost ones.
 Only one rewind executes on a state at a time: a second one exits with
 code 3 at once, or waits for the first with --wait.
 
-Exit codes: 0 every run succeeded, 1 some run failed, 2 usage or
-configuration error, 3 another rewind holds the state, 130 interrupted.`,
+A run waiting for upstream data (consumes) holds no max_active_runs slot;
+the summary lists the runs left waiting, with the upstream run each waits
+for, and the runs held by a backfill that is not running.
+
+Exit codes: 0 every run succeeded, 1 some run failed or was left
+unfinished (waiting for upstream data, held by a backfill), 2 usage or
+configuration error, 3 another rewind holds the state, 4 the state could
+not be read or written, 130 interrupted.`,
 		Example: `  rewind run --catchup examples/daily_revenue
   rewind run --pipeline daily_revenue --now 2025-07-11T00:00:00Z .
   rewind run --quiet /etc/rewind/pipelines     # from cron`,
@@ -65,8 +72,26 @@ configuration error, 3 another rewind holds the state, 130 interrupted.`,
 			if err != nil {
 				return err
 			}
-			w, err := ws.load(g, pathArg(args))
+			if err := positive(cmd, "max-active-runs", maxActiveRuns, "a number of runs"); err != nil {
+				return err
+			}
+			if grace < 0 {
+				return exitWith(exitUsage, "--grace %s: want a duration of 0 or more", grace)
+			}
+			path, err := g.workspace(pathArg(args))
 			if err != nil {
+				return err
+			}
+			w, err := ws.load(g, path)
+			if err != nil {
+				return err
+			}
+			for _, name := range pipelines {
+				if _, err := findPipeline(w, name); err != nil {
+					return err
+				}
+			}
+			if _, _, err := g.stateDSN(); err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -87,6 +112,11 @@ configuration error, 3 another rewind holds the state, 130 interrupted.`,
 				Store: st, Workspace: w, Pipelines: pipelines, Catchup: catchup, Now: nowT,
 				MaxActiveRuns: maxActiveRuns, Home: homeDir(g), Wait: wait, Grace: grace,
 				OnProgress: prog.update,
+				OnWarning: func(msg string) {
+					if !quiet {
+						fmt.Fprintln(g.stderr, "warning: "+msg)
+					}
+				},
 			})
 			prog.finish()
 			if err != nil && ctx.Err() != nil && !store.IsUnavailable(err) {
@@ -113,7 +143,14 @@ configuration error, 3 another rewind holds the state, 130 interrupted.`,
 			if sum.Interrupted {
 				return exitWith(exitInterrupt, "interrupted: %d runs left unfinished; the next 'rewind run' resumes them", sum.Unfinished)
 			}
-			if sum.Failed() {
+			if sum.Incomplete() && quiet {
+				n := len(sum.Waiting) + len(sum.Stuck)
+				for _, h := range sum.Held {
+					n += len(h.DS)
+				}
+				return exitWith(exitFailed, "%s left unfinished (waiting for upstream data, or held by a backfill): 'rewind run' without --quiet lists them", plural(n, "run"))
+			}
+			if sum.Failed() || sum.Incomplete() {
 				return &exitError{code: exitFailed}
 			}
 			return nil
@@ -196,9 +233,10 @@ func printSummary(w io.Writer, s *scheduler.Summary) {
 		fmt.Fprintf(w, "pipeline %s is paused: nothing run (rewind unpause %s)\n", name, name)
 	}
 	if len(s.Finished) == 0 {
-		if s.Unfinished == 0 {
+		if s.Unfinished == 0 && !s.Incomplete() {
 			fmt.Fprintln(w, "nothing to run: every due run has finished")
 		}
+		printLeftovers(w, s)
 		return
 	}
 	type row struct{ ok, failed int }
@@ -236,7 +274,63 @@ func printSummary(w io.Writer, s *scheduler.Summary) {
 			fmt.Fprintln(w, "  ... (rewind runs --pipeline NAME shows them all)")
 			break
 		}
-		fmt.Fprintf(w, "  %s %s: %s\n", r.Pipeline, r.DS, strings.Join(r.FailedTasks, ", "))
+		fmt.Fprintf(w, "  %s %s: %s\n", r.Pipeline, r.DS, collapsePrefixes(strings.Join(r.FailedTasks, ", ")))
 	}
+	printLeftovers(w, s)
 	fmt.Fprintf(w, "%d attempts in %s\n", s.Attempts, time.Since(s.Progress.Started).Round(time.Millisecond))
+}
+
+// printLeftovers lists the runs left unfinished: waiting for upstream data,
+// held by a backfill, stuck.
+func printLeftovers(w io.Writer, s *scheduler.Summary) {
+	const most = 20
+	if n := len(s.Waiting); n > 0 {
+		fmt.Fprintf(w, "waiting for upstream data: %s (they run once it succeeds: rewind clear the upstream dates, then rewind run)\n", plural(n, "run"))
+		for i, r := range s.Waiting {
+			if i == most {
+				fmt.Fprintf(w, "  ... and %d more (rewind runs --state queued lists them)\n", n-most)
+				break
+			}
+			what := fmt.Sprintf("%s %s (%s)", r.Upstream, runDate(r.UpstreamDS, r.UpstreamLogicalDate, r.LogicalDate), r.UpstreamState)
+			if r.UpstreamState == "none" {
+				what = r.Upstream + " has no run for it"
+			}
+			fmt.Fprintf(w, "  %s %s waits for %s\n", r.Pipeline, runDate(r.DS, r.LogicalDate, r.UpstreamLogicalDate), what)
+		}
+	}
+	for _, h := range s.Held {
+		window := h.DS[0]
+		if last := h.DS[len(h.DS)-1]; last != window {
+			window += " .. " + last
+		}
+		fmt.Fprintf(w, "%s %s (%s): held by backfill %s (%s): resume it with rewind backfill apply --resume %s, cancel it, or rewind clear the dates\n",
+			h.Pipeline, window, plural(len(h.DS), "run"), h.BackfillID, h.BackfillState, h.BackfillID)
+	}
+	if n := len(s.Stuck); n > 0 {
+		fmt.Fprintf(w, "left unfinished: %s\n", plural(n, "run"))
+		for i, r := range s.Stuck {
+			if i == most {
+				fmt.Fprintf(w, "  ... and %d more\n", n-most)
+				break
+			}
+			fmt.Fprintf(w, "  %s %s: %s\n", r.Pipeline, r.LogicalDate.Format(time.RFC3339), strings.Join(r.Waiting, ", "))
+		}
+	}
+}
+
+// runDate is how a run is named in a summary: its ds, or its logical date
+// when the other side of the line is not a whole day (sub-daily runs).
+func runDate(ds string, logical, other time.Time) string {
+	if logical.IsZero() {
+		return ds
+	}
+	if !isMidnight(logical) || (!other.IsZero() && !isMidnight(other)) {
+		return logical.Format(time.RFC3339)
+	}
+	return ds
+}
+
+func isMidnight(t time.Time) bool {
+	h, m, sec := t.Clock()
+	return h == 0 && m == 0 && sec == 0 && t.Nanosecond() == 0
 }

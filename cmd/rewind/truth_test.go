@@ -722,6 +722,11 @@ pipeline "p" {
 `})
 	const dates = 60
 	p := w.start("run", "--catchup", "--quiet", "--now", "2025-09-01T00:00:00Z")
+	// Reading commands never create a state: they start once the catchup
+	// has created it.
+	for !w.exists(".rewind/state.db") && !p.exited() {
+		time.Sleep(10 * time.Millisecond)
+	}
 	readers := [][]string{{"runs", "--json"}, {"backfill", "list"}}
 	slowest := map[string]time.Duration{}
 	answers := 0

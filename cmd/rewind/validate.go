@@ -25,9 +25,9 @@ the number of pipelines, tasks and pools and exits 0.`,
   rewind validate --var env=prod pipelines/`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path := "."
-			if len(args) == 1 {
-				path = args[0]
+			path, err := g.workspace(pathArg(args))
+			if err != nil {
+				return err
 			}
 			opts, err := loadOptions(vars)
 			if err != nil {

@@ -3,10 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/store"
 )
 
@@ -22,18 +24,24 @@ func newWatermarkCmd(g *globals) *cobra.Command {
 		Short: "Print the pipeline's watermark",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := openStore(cmd.Context(), g)
+			if _, err := g.workspace(""); err != nil {
+				return err
+			}
+			st, err := openExisting(cmd.Context(), g)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
+			if err := knownPipeline(cmd.Context(), g, st, args[0]); err != nil {
+				return err
+			}
 			wm, err := st.GetWatermark(cmd.Context(), args[0])
 			if errors.Is(err, store.ErrNotFound) {
 				fmt.Fprintf(g.stdout, "%s: no watermark\n", args[0])
 				return nil
 			}
 			if err != nil {
-				return exitWith(exitFailed, "%v", err)
+				return stateError(err, exitState)
 			}
 			fmt.Fprintf(g.stdout, "%s: %s\n", args[0], wm.LogicalDate.Format(time.RFC3339))
 			return nil
@@ -46,26 +54,52 @@ func newWatermarkCmd(g *globals) *cobra.Command {
 		Example: "  rewind watermark set daily_revenue --to 2025-06-30",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var date time.Time
-			if to != "" {
-				var err error
-				if date, err = parseDate("--to", to, time.UTC); err != nil {
-					return err
-				}
+			if _, err := g.workspace(""); err != nil {
+				return err
 			}
-			st, err := openStore(cmd.Context(), g)
+			ctx := cmd.Context()
+			exists, err := g.hasState()
 			if err != nil {
 				return err
 			}
-			defer st.Close()
+			var st store.Store
+			if exists {
+				if st, err = openExisting(ctx, g); err != nil {
+					return err
+				}
+				defer st.Close()
+			}
+			if err := knownPipeline(ctx, g, st, args[0]); err != nil {
+				return err
+			}
+			// A date is midnight in the pipeline's timezone (UTC when the
+			// workspace does not declare it).
+			loc := time.UTC
+			if ws, diags := dsl.Load(g.wsPath(), dsl.LoadOptions{Env: os.Environ()}); !diags.HasErrors() {
+				if p := ws.Pipeline(args[0]); p != nil {
+					loc = p.Timezone
+				}
+			}
+			var date time.Time
+			if to != "" {
+				if date, err = parseDate("--to", to, loc); err != nil {
+					return err
+				}
+			}
+			if st == nil {
+				if st, err = openStore(ctx, g); err != nil {
+					return err
+				}
+				defer st.Close()
+			}
 			if err := st.SetWatermark(cmd.Context(), store.SetWatermarkParams{Pipeline: args[0], LogicalDate: date, Now: time.Now()}); err != nil {
-				return exitWith(exitFailed, "%v", err)
+				return stateError(err, exitState)
 			}
 			fmt.Fprintf(g.stdout, "%s: watermark %s\n", args[0], map[bool]string{true: "removed", false: date.Format(time.RFC3339)}[date.IsZero()])
 			return nil
 		},
 	}
-	set.Flags().StringVar(&to, "to", "", "the new watermark (YYYY-MM-DD, UTC midnight, or RFC 3339)")
+	set.Flags().StringVar(&to, "to", "", "the new watermark (YYYY-MM-DD, midnight in the pipeline's timezone, or RFC 3339)")
 	c.AddCommand(show, set)
 	return c
 }
