@@ -3,128 +3,252 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"text/tabwriter"
+	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rewind-dev/rewind/store"
+	"github.com/rewind-dev/rewind/web"
 )
 
 func init() { register(newRunsCmd) }
 
-// JSON shapes of `runs --json` (contract).
+// JSON shapes of `runs --json` (contract): one definition, in package
+// web, for the CLI and the web view.
 type (
-	runJSON struct {
-		Pipeline          string     `json:"pipeline"`
-		LogicalDate       string     `json:"logical_date"`
-		DS                string     `json:"ds"`
-		DataIntervalStart string     `json:"data_interval_start"`
-		DataIntervalEnd   string     `json:"data_interval_end"`
-		Kind              string     `json:"kind"`
-		State             string     `json:"state"`
-		Tasks             []taskJSON `json:"tasks"`
-	}
-	taskJSON struct {
-		Task      string        `json:"task"`
-		State     string        `json:"state"`
-		Pool      string        `json:"pool"`
-		TryNumber int           `json:"try_number"`
-		Attempts  []attemptJSON `json:"attempts"`
-	}
-	attemptJSON struct {
-		TryNumber int     `json:"try_number"`
-		Pool      string  `json:"pool"`
-		Reason    string  `json:"reason"`
-		State     string  `json:"state"`
-		ExitCode  *int    `json:"exit_code"`
-		Signal    string  `json:"signal,omitempty"`
-		StartedAt string  `json:"started_at"`
-		EndedAt   *string `json:"ended_at"`
-		PeakRSS   int64   `json:"peak_rss_bytes"`
-		LogPath   string  `json:"log_path"`
-	}
+	runJSON     = web.RunJSON
+	taskJSON    = web.TaskJSON
+	attemptJSON = web.AttemptJSON
 )
+
+var runStates = []string{string(store.RunQueued), string(store.RunRunning), string(store.RunSuccess), string(store.RunFailed)}
 
 func newRunsCmd(g *globals) *cobra.Command {
 	var (
-		pipeline string
-		asJSON   bool
+		pipeline   string
+		asJSON     bool
+		states     []string
+		start, end string
+		limit      int
+		failed     bool
 	)
 	c := &cobra.Command{
 		Use:   "runs",
 		Short: "List runs, their tasks and every attempt",
-		Long: `Runs lists the runs in the state, oldest logical date first, with the state
-of each task. --json prints one JSON array of runs with their tasks and every
-attempt (try number, pool, exit code, start and end).`,
+		Long: `Runs lists the runs in the state of the workspace (--path, default "."),
+oldest logical date first: each run with the state of each task, then one
+line per attempt (task, try, pool, exit status, duration, and why it ran in
+that pool). A run that failed although its tasks succeeded failed in its
+output commit: its reason says so.
+
+Filters: --pipeline, --state (repeatable, or a comma list; a value that is
+a state DSN, sqlite:PATH or postgres://..., names the state to read, as
+for every command), --failed (the same as --state failed), --start/--end (a date selects whole days by ds,
+inclusive; a timestamp exact logical dates) and --limit N (the N latest of
+the runs selected). --json prints one JSON array of runs with their tasks
+and every attempt.`,
 		Example: `  rewind runs
+  rewind runs --path examples/daily_revenue --failed
+  rewind runs --pipeline daily_revenue --start 2025-07-01 --end 2025-07-07
   rewind runs --pipeline daily_revenue --json | jq '.[] | select(.state == "failed")'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := openStore(cmd.Context(), g)
+			if _, err := g.workspace(""); err != nil {
+				return err
+			}
+			if err := positive(cmd, "limit", limit, "a number of runs"); err != nil {
+				return err
+			}
+			window, err := parseRange(start, end)
+			if err != nil {
+				return err
+			}
+			// --state is both the filter (a run state) and, as for every
+			// command, the state DSN (sqlite:PATH, postgres://...): the
+			// values cannot be mistaken for one another.
+			var want []store.RunState
+			for _, list := range states {
+				if isDSN(list) {
+					if g.state != "" && g.state != list {
+						return exitWith(exitUsage, "--state names two states, %s and %s: give one", g.state, list)
+					}
+					g.state = list
+					continue
+				}
+				for _, s := range strings.Split(list, ",") {
+					s = strings.TrimSpace(s)
+					if !slices.Contains(runStates, s) {
+						shown := s
+						if i := strings.Index(shown, "://"); i >= 0 {
+							shown = shown[:i] + "://..."
+						}
+						return exitWith(exitUsage, "--state %q: want a run state to filter by (%s) or the state to read (sqlite:PATH or postgres://...)", shown, strings.Join(runStates, ", "))
+					}
+					want = append(want, store.RunState(s))
+				}
+			}
+			if failed {
+				want = append(want, store.RunFailed)
+			}
+			st, err := openExisting(cmd.Context(), g)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			p := store.ListRunsParams{WithTasks: true, WithAttempts: asJSON}
+			p := store.ListRunsParams{WithTasks: true, WithAttempts: true, States: want}
 			if pipeline != "" {
+				if err := knownPipeline(cmd.Context(), g, st, pipeline); err != nil {
+					return err
+				}
 				p.Pipelines = []string{pipeline}
 			}
-			runs, err := st.ListRuns(cmd.Context(), p)
+			all, err := st.ListRuns(cmd.Context(), p)
 			if err != nil {
-				return exitWith(exitFailed, "list runs: %v", err)
+				return stateError(err, exitState)
 			}
+			var runs []store.Run
+			for _, r := range all {
+				if window.contains(r.DS, r.LogicalDate) {
+					runs = append(runs, r)
+				}
+			}
+			// --limit keeps the latest N logical dates; they are shown as
+			// the store orders runs (by pipeline, oldest first).
+			if limit > 0 && len(runs) > limit {
+				slices.SortStableFunc(runs, func(a, b store.Run) int { return a.LogicalDate.Compare(b.LogicalDate) })
+				runs = runs[len(runs)-limit:]
+				slices.SortStableFunc(runs, func(a, b store.Run) int {
+					if c := strings.Compare(a.Pipeline, b.Pipeline); c != 0 {
+						return c
+					}
+					return a.LogicalDate.Compare(b.LogicalDate)
+				})
+			}
+			home := homeDir(g)
 			if asJSON {
 				out := make([]runJSON, 0, len(runs))
 				for _, r := range runs {
-					out = append(out, toRunJSON(r))
+					out = append(out, web.ToRunJSON(r, home))
 				}
 				enc := json.NewEncoder(g.stdout)
 				enc.SetIndent("", "  ")
 				enc.SetEscapeHTML(false)
 				return enc.Encode(out)
 			}
-			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "PIPELINE\tLOGICAL DATE\tKIND\tSTATE\tTASKS")
-			for _, r := range runs {
-				tasks := ""
-				for i, t := range r.Tasks {
-					if i > 0 {
-						tasks += " "
-					}
-					tasks += fmt.Sprintf("%s=%s", t.Task, t.State)
-					if t.TryNumber > 1 {
-						tasks += fmt.Sprintf("(try %d)", t.TryNumber)
-					}
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Pipeline, r.LogicalDate.Format(time.RFC3339), r.Kind, r.State, tasks)
-			}
-			return tw.Flush()
+			printRuns(g.stdout, runs, home)
+			return nil
 		},
 	}
 	c.Flags().StringVar(&pipeline, "pipeline", "", "only this pipeline")
+	c.Flags().StringArrayVar(&states, "state", nil, "only runs in this state: queued, running, success, failed (repeatable, or a comma list); a DSN (sqlite:PATH, postgres://...) names the state to read, as for every command")
+	c.Flags().BoolVar(&failed, "failed", false, "only failed runs (--state failed)")
+	c.Flags().StringVar(&start, "start", "", "first ds (YYYY-MM-DD) or logical date (RFC 3339)")
+	c.Flags().StringVar(&end, "end", "", "last ds or logical date, inclusive")
+	c.Flags().IntVar(&limit, "limit", 0, "only the latest N runs selected")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }
 
-func toRunJSON(r store.Run) runJSON {
-	out := runJSON{
-		Pipeline: r.Pipeline, LogicalDate: r.LogicalDate.Format(time.RFC3339), DS: r.DS,
-		DataIntervalStart: r.DataIntervalStart.Format(time.RFC3339), DataIntervalEnd: r.DataIntervalEnd.Format(time.RFC3339),
-		Kind: string(r.Kind), State: string(r.State), Tasks: []taskJSON{},
+// isDSN reports whether s names a state (sqlite:PATH, postgres://...).
+func isDSN(s string) bool {
+	return store.IsPostgres(s) || strings.HasPrefix(strings.ToLower(s), "sqlite:")
+}
+
+func printRuns(w io.Writer, runs []store.Run, home string) {
+	type row struct {
+		cells []string
+		lines []string // attempts, reason
 	}
-	for _, t := range r.Tasks {
-		tj := taskJSON{Task: t.Task, State: string(t.State), Pool: t.Pool, TryNumber: t.TryNumber, Attempts: []attemptJSON{}}
-		for _, a := range t.Attempts {
-			aj := attemptJSON{TryNumber: a.TryNumber, Pool: a.Pool, Reason: a.Reason, State: string(a.State), ExitCode: a.ExitCode,
-				Signal: a.Signal, StartedAt: a.StartedAt.UTC().Format(time.RFC3339Nano), PeakRSS: a.PeakRSS, LogPath: a.LogPath}
-			if !a.EndedAt.IsZero() {
-				e := a.EndedAt.UTC().Format(time.RFC3339Nano)
-				aj.EndedAt = &e
+	header := []string{"PIPELINE", "LOGICAL DATE", "KIND", "STATE", "TASKS"}
+	widths := make([]int, len(header))
+	for i, h := range header {
+		widths[i] = len(h)
+	}
+	rows := make([]row, 0, len(runs))
+	for _, r := range runs {
+		var tasks []string
+		width := 0
+		for _, t := range r.Tasks {
+			s := t.Task + "=" + string(t.State)
+			if t.TryNumber > 1 {
+				s += fmt.Sprintf("(try %d)", t.TryNumber)
 			}
-			tj.Attempts = append(tj.Attempts, aj)
+			tasks = append(tasks, s)
+			width = max(width, len(t.Task))
 		}
-		out.Tasks = append(out.Tasks, tj)
+		x := row{cells: []string{r.Pipeline, r.LogicalDate.Format(time.RFC3339), string(r.Kind), string(r.State), strings.Join(tasks, " ")}}
+		for _, t := range r.Tasks {
+			for _, a := range t.Attempts {
+				x.lines = append(x.lines, fmt.Sprintf("    %-*s  %s", width, t.Task, attemptText(a)))
+			}
+		}
+		if reason := web.RunReason(r, home); reason != "" {
+			x.lines = append(x.lines, "    reason: "+reason)
+		}
+		for i, c := range x.cells[:len(x.cells)-1] {
+			widths[i] = max(widths[i], len(c))
+		}
+		rows = append(rows, x)
 	}
-	return out
+	line := func(cells []string) {
+		var b strings.Builder
+		for i, c := range cells {
+			if i == len(cells)-1 {
+				b.WriteString(c)
+				break
+			}
+			fmt.Fprintf(&b, "%-*s  ", widths[i], c)
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+	line(header)
+	for _, x := range rows {
+		line(x.cells)
+		for _, l := range x.lines {
+			fmt.Fprintln(w, l)
+		}
+	}
+}
+
+// attemptText is one attempt on one line: try, pool, how it ended, how
+// long it ran, why it ran in its pool.
+func attemptText(a store.Attempt) string {
+	end := string(a.State)
+	switch {
+	case a.State == store.AttemptRunning:
+		end = "running"
+	case a.ExitCode != nil:
+		end = fmt.Sprintf("exit %d", *a.ExitCode)
+		if a.State != store.AttemptSuccess && a.State != store.AttemptFailed {
+			end += " (" + string(a.State) + ")"
+		}
+	case a.Signal != "":
+		end = "signal " + a.Signal + " (" + string(a.State) + ")"
+	}
+	dur := "-"
+	if !a.StartedAt.IsZero() {
+		stop := a.EndedAt
+		if stop.IsZero() {
+			stop = time.Now()
+		}
+		dur = roundDuration(stop.Sub(a.StartedAt))
+	}
+	s := fmt.Sprintf("try %d  %s  %s  %s", a.TryNumber, a.Pool, end, dur)
+	if a.Reason != "" {
+		s += "  " + a.Reason
+	}
+	return s
+}
+
+func roundDuration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(10 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
 }

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rewind-dev/rewind/web"
+)
+
+func init() { register(newUICmd) }
+
+func newUICmd(g *globals) *cobra.Command {
+	var (
+		ws     workspaceFlags
+		listen string
+		token  string
+	)
+	c := &cobra.Command{
+		Use:   "ui [--listen 127.0.0.1:8080] [PATH]",
+		Short: "Serve a read-only web view of the state: pipelines, grids, runs, backfills",
+		Long: `ui serves a web view of the workspace's state: the pipelines; the grid of a
+pipeline (runs as columns, newest on the right, tasks as rows, hot dates
+marked with their pool), live while a catchup runs; each cell's attempts
+and log tail; a run's Gantt chart; a backfill's phases, dates, plan,
+validation and report. Every page has its JSON under /api/ (/api/runs is
+'rewind runs --json', /api/dates 'rewind dates --json',
+/api/backfills/ID/status 'rewind backfill status ID --json').
+
+The view only reads. It listens on loopback by default; any other address
+needs a token (--token, or better REWIND_UI_TOKEN, since ps shows argv),
+which every request then carries as 'Authorization: Bearer TOKEN' (a
+browser signs in once with a form). Ctrl-C or SIGTERM stops it.`,
+		Example: `  rewind ui examples/daily_revenue
+  REWIND_UI_TOKEN=$(openssl rand -hex 16) rewind ui --listen 0.0.0.0:8080 .`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if token == "" {
+				token = os.Getenv(web.EnvToken)
+			}
+			if err := web.CheckListen(cmd.Context(), listen, token); err != nil {
+				return exitWith(exitUsage, "%v", err)
+			}
+			path, err := g.workspace(pathArg(args))
+			if err != nil {
+				return err
+			}
+			w, err := ws.load(g, path)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			st, err := openExisting(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			srv, err := web.New(web.Options{State: st, Workspace: w, Home: homeDir(g), Token: token,
+				Log: slog.New(slog.NewTextHandler(g.stderr, nil))})
+			if err != nil {
+				return exitWith(exitFailed, "%v", err)
+			}
+			defer srv.Close()
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return exitWith(exitUsage, "--listen %s: %v", listen, err)
+			}
+			auth := ""
+			if token != "" {
+				auth = ", token required"
+			}
+			fmt.Fprintf(g.stderr, "rewind ui: serving %s on http://%s/ (read-only%s; Ctrl-C stops)\n", g.wsDir(), ln.Addr(), auth)
+			if err := web.Serve(ctx, ln, srv); err != nil {
+				return exitWith(exitFailed, "%v", err)
+			}
+			return nil
+		},
+	}
+	ws.add(c)
+	c.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on (HOST:PORT); other than loopback only with a token")
+	c.Flags().StringVar(&token, "token", "", "bearer token every request must carry (default $"+web.EnvToken+")")
+	return c
+}

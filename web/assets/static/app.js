@@ -1,0 +1,244 @@
+// rewind ui: the grid's live updates and cell details, a backfill's
+// progress. Served from the binary; no inline script anywhere (the pages'
+// Content-Security-Policy forbids it). Text from the state goes into the
+// page through textContent only.
+"use strict";
+
+(function () {
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+
+  function duration(s) {
+    if (s < 1) return Math.round(s * 1000) + "ms";
+    if (s < 60) return s.toFixed(1) + "s";
+    if (s < 3600) return Math.floor(s / 60) + "m" + String(Math.floor(s % 60)).padStart(2, "0") + "s";
+    return Math.floor(s / 3600) + "h" + String(Math.floor((s % 3600) / 60)).padStart(2, "0") + "m";
+  }
+
+  function bytes(n) {
+    if (!n || n <= 0) return "–";
+    if (n < 1024) return n + " B";
+    var units = "KMGTPE", i = -1;
+    do { n /= 1024; i++; } while (n >= 1024 && i < units.length - 1);
+    return n.toFixed(1) + " " + units[i] + "iB";
+  }
+
+  function when(s) {
+    if (!s) return "–";
+    return s.replace("T", " ").replace(/\.\d+Z$/, "Z");
+  }
+
+  // A poller that sends the last ETag: a grid that did not change costs a 304.
+  function poller(url, onData, interval) {
+    var etag = null, timer = null, stopped = false;
+    function tick() {
+      timer = null;
+      if (stopped) return;
+      if (document.hidden) { schedule(); return; }
+      var headers = {};
+      if (etag) headers["If-None-Match"] = etag;
+      fetch(url, { headers: headers, credentials: "same-origin", cache: "no-store" }).then(function (res) {
+        if (res.status === 304) return null;
+        if (!res.ok) throw new Error(res.status + " " + res.statusText);
+        etag = res.headers.get("ETag");
+        return res.json();
+      }).then(function (data) {
+        if (data) onData(data);
+      }).catch(function (err) {
+        var s = document.getElementById("summary");
+        if (s) s.dataset.error = String(err);
+      }).then(schedule);
+    }
+    function schedule() { if (!stopped && !timer) timer = setTimeout(tick, interval()); }
+    return { start: tick, stop: function () { stopped = true; } };
+  }
+
+  // ---- the grid ----
+  function cellTitle(task, ds, c) {
+    var t = task + " " + ds + ": " + (c.state || "–");
+    if (c.pool) t += ", pool " + c.pool;
+    if (c.try > 1) t += ", try " + c.try;
+    if (c.reason) t += " (" + c.reason + ")";
+    return t;
+  }
+
+  function renderGrid(root, g, selected) {
+    var table = el("table", "grid");
+    var thead = el("thead"), dates = el("tr", "dates"), states = el("tr", "runstate");
+    dates.appendChild(el("th", "corner", "task \\ run"));
+    states.appendChild(el("th", null, "run"));
+    g.runs.forEach(function (r) {
+      var th = el("th", "run s-" + r.state + (r.reason ? " hot" : ""));
+      th.dataset.run = r.id;
+      th.dataset.ds = r.ds;
+      th.title = r.ds + ": " + r.state + " (" + r.kind + ")" + (r.reason ? " · pool " + r.pool + ": " + r.reason : "");
+      var a = el("a", null, r.ds);
+      a.href = "/pipelines/" + encodeURIComponent(g.pipeline) + "/runs/" + r.id;
+      th.appendChild(a);
+      if (r.reason) th.appendChild(el("span", "pool", r.pool));
+      dates.appendChild(th);
+      states.appendChild(el("td", "r s-" + r.state));
+    });
+    thead.appendChild(dates);
+    thead.appendChild(states);
+    table.appendChild(thead);
+    var tbody = el("tbody");
+    g.tasks.forEach(function (task, i) {
+      var tr = el("tr");
+      tr.dataset.task = task;
+      tr.appendChild(el("th", "task", task));
+      g.runs.forEach(function (r) {
+        var c = r.cells[i] || { state: "" };
+        var td = el("td", "c s-" + (c.state || "none") + (c.reason ? " hot" : "") + (c.try > 1 ? " retry" : ""));
+        if (c.reason) {
+          td.dataset.pool = c.pool;
+          td.appendChild(el("span", "mark", c.pool.charAt(0).toUpperCase()));
+        }
+        td.title = cellTitle(task, r.ds, c);
+        if (selected && selected.run === String(r.id) && selected.task === task) td.classList.add("selected");
+        tr.appendChild(td);
+      });
+      tbody.appendChild(tr);
+    });
+    table.appendChild(tbody);
+    var old = root.querySelector("table.grid");
+    var wrapAtEnd = root.scrollLeft + root.clientWidth >= root.scrollWidth - 4;
+    root.replaceChild(table, old);
+    var empty = document.getElementById("empty");
+    if (empty && g.runs.length) empty.remove();
+    if (wrapAtEnd) root.scrollLeft = root.scrollWidth;
+    root.dataset.active = String(g.active);
+  }
+
+  function renderSummary(g) {
+    var s = document.getElementById("summary");
+    if (!s) return;
+    s.textContent = g.runs.length + " runs";
+    Object.keys(g.counts).sort().forEach(function (state) {
+      s.appendChild(document.createTextNode(" · "));
+      s.appendChild(el("span", "badge s-" + state, g.counts[state] + " " + state));
+    });
+  }
+
+  function showCell(pipeline, run, task, td) {
+    var q = "pipeline=" + encodeURIComponent(pipeline) + "&run=" + encodeURIComponent(run) + "&task=" + encodeURIComponent(task);
+    return fetch("/api/cell?" + q, { credentials: "same-origin", cache: "no-store" }).then(function (res) {
+      if (!res.ok) throw new Error(res.status + " " + res.statusText);
+      return res.json();
+    }).then(function (c) {
+      var aside = document.getElementById("detail");
+      aside.hidden = false;
+      aside.dataset.run = String(c.run_id);
+      aside.dataset.task = c.task;
+      aside.dataset.state = c.state;
+      document.getElementById("detail-title").textContent = c.task + " · " + c.ds + " · " + c.state;
+      var links = document.getElementById("detail-links");
+      links.textContent = "run " + c.run_state + " (" + c.kind + "), pool " + c.pool + (c.reason ? " (" + c.reason + ")" : "") + " · ";
+      var g = el("a", null, "Gantt chart of the run");
+      g.href = c.gantt;
+      links.appendChild(g);
+      var body = document.getElementById("detail-attempts");
+      body.textContent = "";
+      var logs = document.getElementById("detail-logs");
+      logs.textContent = "";
+      if (!c.attempts.length) logs.appendChild(el("p", "note", "No attempt yet."));
+      c.attempts.forEach(function (a) {
+        var tr = el("tr");
+        tr.dataset.attempt = a.id;
+        var exit = a.exit_code === null ? (a.signal ? "signal " + a.signal : "–") : String(a.exit_code);
+        [String(a.try_number), a.pool, null, exit, when(a.started_at), duration(a.duration_seconds) + (a.ended_at ? "" : " (running)"),
+          bytes(a.peak_rss_bytes), a.reason || ""].forEach(function (v, i) {
+          var td = el("td", null, v);
+          if (i === 2) td.appendChild(el("span", "badge s-" + a.state, a.state));
+          tr.appendChild(td);
+        });
+        body.appendChild(tr);
+      });
+      c.attempts.slice().reverse().forEach(function (a) {
+        var box = el("section", "logtail");
+        box.appendChild(el("h3", null, "Log of try " + a.try_number));
+        var pre = el("pre", "log", "…");
+        pre.dataset.attempt = a.id;
+        box.appendChild(pre);
+        logs.appendChild(box);
+        fetch(a.log + "&tail=16384", { credentials: "same-origin", cache: "no-store" }).then(function (res) {
+          var cut = res.headers.get("X-Rewind-Log-Truncated") === "true";
+          return res.text().then(function (t) { return { ok: res.ok, text: t, cut: cut }; });
+        }).then(function (r) {
+          if (!r.ok) {
+            var msg = r.text;
+            try { msg = JSON.parse(r.text).error; } catch (e) { /* not JSON */ }
+            pre.textContent = "(" + msg + ")";
+            return;
+          }
+          pre.textContent = (r.cut ? "… (the last 16 KiB)\n" : "") + (r.text || "(empty)");
+          pre.scrollTop = pre.scrollHeight;
+        });
+      });
+    });
+  }
+
+  function initGrid(root) {
+    var pipeline = root.dataset.pipeline;
+    var selected = null;
+    root.scrollLeft = root.scrollWidth;
+    root.addEventListener("click", function (ev) {
+      var td = ev.target.closest("td.c");
+      if (!td || td.classList.contains("s-none")) return;
+      var tr = td.parentElement;
+      var th = root.querySelectorAll("tr.dates th.run")[td.cellIndex - 1];
+      if (!th) return;
+      root.querySelectorAll("td.c.selected").forEach(function (x) { x.classList.remove("selected"); });
+      td.classList.add("selected");
+      selected = { run: th.dataset.run, task: tr.dataset.task };
+      showCell(pipeline, selected.run, selected.task, td);
+    });
+    document.getElementById("detail-close").addEventListener("click", function () {
+      document.getElementById("detail").hidden = true;
+      root.querySelectorAll("td.c.selected").forEach(function (x) { x.classList.remove("selected"); });
+      selected = null;
+    });
+    var p = poller("/api/grid?pipeline=" + encodeURIComponent(pipeline), function (g) {
+      renderGrid(root, g, selected);
+      renderSummary(g);
+      var aside = document.getElementById("detail");
+      if (selected && !aside.hidden) {
+        var i = g.tasks.indexOf(selected.task);
+        var run = g.runs.find(function (r) { return String(r.id) === selected.run; });
+        if (run && i >= 0 && run.cells[i] && run.cells[i].state !== aside.dataset.state) showCell(pipeline, selected.run, selected.task);
+      }
+    }, function () { return root.dataset.active === "true" ? 1000 : 2000; });
+    p.start();
+  }
+
+  // ---- a backfill ----
+  function initBackfill(root) {
+    var id = root.dataset.id;
+    if (root.dataset.state !== "running") return;
+    var p = poller("/api/backfills/" + encodeURIComponent(id) + "/status", function (st) {
+      document.getElementById("bf-state").textContent = st.state;
+      document.getElementById("bf-state").className = "badge s-" + st.state;
+      document.getElementById("bf-phase").textContent = st.phase;
+      st.dates.forEach(function (d) {
+        var day = root.querySelector('.day[data-ds="' + d.ds + '"]');
+        if (day) { day.className = "day s-" + d.state; day.title = d.ds + ": " + d.state; }
+      });
+      if (st.state !== root.dataset.state || st.phase !== root.dataset.phase) {
+        p.stop();
+        window.location.reload(); // phases, validation and report come with the page
+      }
+    }, function () { return 2000; });
+    p.start();
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var grid = document.getElementById("grid");
+    if (grid) initGrid(grid);
+    var bf = document.getElementById("backfill");
+    if (bf) initBackfill(bf);
+  });
+})();

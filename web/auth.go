@@ -1,0 +1,160 @@
+package web
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// EnvToken is the environment variable that gives the token when --token
+// is not set.
+const EnvToken = "REWIND_UI_TOKEN"
+
+// ErrTokenRequired is returned by CheckListen for an address other than
+// loopback without a token.
+var ErrTokenRequired = errors.New("a token is required to listen on an address other than loopback")
+
+// CheckListen applies the safety rule to a --listen address: loopback
+// (127.0.0.0/8, ::1, localhost) is served as is; any other address (an
+// empty host, 0.0.0.0, a LAN address, a name that resolves elsewhere)
+// only with a token.
+func CheckListen(ctx context.Context, addr, token string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--listen %q: want HOST:PORT (127.0.0.1:8080): %v", addr, err)
+	}
+	loop, err := isLoopback(ctx, host)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %v", addr, err)
+	}
+	if !loop && token == "" {
+		return fmt.Errorf("--listen %s: %w: pass --token or set %s, or listen on 127.0.0.1", addr, ErrTokenRequired, EnvToken)
+	}
+	return nil
+}
+
+// isLoopback reports whether every address host stands for is a loopback
+// one. An empty host is every interface: not loopback.
+func isLoopback(ctx context.Context, host string) (bool, error) {
+	switch {
+	case host == "":
+		return false, nil
+	case strings.EqualFold(host, "localhost"):
+		return true, nil
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback(), nil
+	}
+	addrs, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+	if err != nil {
+		return false, err
+	}
+	for _, a := range addrs {
+		if !a.IP.IsLoopback() {
+			return false, nil
+		}
+	}
+	return len(addrs) > 0, nil
+}
+
+// loopbackHost reports whether a request's Host header names this
+// machine's loopback: a view without a token answers only those, so that
+// a page elsewhere cannot read it through a name that resolves to
+// 127.0.0.1 (DNS rebinding).
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+const sessionCookie = "rewind_ui_session"
+
+// session is the cookie value for the token: a digest, so that the
+// cookie is not the token itself.
+func (s *Server) session() string {
+	m := hmac.New(sha256.New, []byte(s.o.Token))
+	m.Write([]byte("rewind ui session"))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// allowed applies the token rule; it answers the request itself when it
+// returns false.
+func (s *Server) allowed(w http.ResponseWriter, r *http.Request) bool {
+	if s.o.Token == "" {
+		if !loopbackHost(r.Host) {
+			s.fail(w, r, errorf(http.StatusForbidden, "host %q: this view answers loopback names only (start it with a token to serve other names)", r.Host))
+			return false
+		}
+		return true
+	}
+	if strings.HasPrefix(r.URL.Path, "/static/") || r.URL.Path == "/login" {
+		return true
+	}
+	if auth := r.Header.Get("Authorization"); auth != "" {
+		scheme, tok, _ := strings.Cut(auth, " ")
+		if strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(s.o.Token)) == 1 {
+			return true
+		}
+	} else if c, err := r.Cookie(sessionCookie); err == nil && subtle.ConstantTimeCompare([]byte(c.Value), []byte(s.session())) == 1 {
+		return true
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="rewind"`)
+	if isAPI(r) {
+		s.fail(w, r, errorf(http.StatusUnauthorized, "a bearer token is required (Authorization: Bearer TOKEN)"))
+		return false
+	}
+	s.page(w, r, http.StatusUnauthorized, "login.html", "Sign in", map[string]any{"Next": r.URL.RequestURI()})
+	return false
+}
+
+func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
+	s.page(w, r, http.StatusOK, "login.html", "Sign in", map[string]any{"Next": localPath(r.URL.Query().Get("next"))})
+}
+
+// login takes the token from a form and sets the session cookie: a
+// browser cannot send a bearer header when it follows a link.
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	if s.o.Token == "" {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 4096)
+	if err := r.ParseForm(); err != nil {
+		s.fail(w, r, errorf(http.StatusBadRequest, "bad form: %v", err))
+		return
+	}
+	next := localPath(r.PostForm.Get("next"))
+	if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("token")), []byte(s.o.Token)) != 1 {
+		s.page(w, r, http.StatusUnauthorized, "login.html", "Sign in", map[string]any{"Next": next, "Wrong": true})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.session(), Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// localPath is next if it is a path of this server, else "/": a login
+// never redirects elsewhere.
+func localPath(next string) string {
+	u, err := url.Parse(next)
+	if err != nil || next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
+		u.Scheme != "" || u.Host != "" || next == "/login" {
+		return "/"
+	}
+	return next
+}

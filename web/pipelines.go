@@ -1,0 +1,174 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/store"
+)
+
+// PipelineJSON is one pipeline of the pipelines page (GET /api/pipelines).
+type PipelineJSON struct {
+	Name     string `json:"name"`
+	Schedule string `json:"schedule"`
+	Timezone string `json:"timezone"`
+	// InWorkspace is false for a pipeline the state knows and the
+	// workspace no longer declares.
+	InWorkspace bool `json:"in_workspace"`
+	Paused      bool `json:"paused"`
+	// NextDue is the next interval to become due (nil: none, end_date passed).
+	NextDue *IntervalJSON `json:"next_due"`
+	// LastRun is the run with the latest logical date (nil: no run).
+	LastRun *RunSummaryJSON `json:"last_run"`
+	// Watermark: every run up to this logical date has succeeded ("" none).
+	Watermark string         `json:"watermark"`
+	Runs      map[string]int `json:"runs"` // by run state
+	Tasks     int            `json:"tasks"`
+}
+
+// IntervalJSON is a data interval and when it becomes due.
+type IntervalJSON struct {
+	DS          string `json:"ds"`
+	LogicalDate string `json:"logical_date"`
+	DueAt       string `json:"due_at"`
+}
+
+// RunSummaryJSON is a run without its tasks.
+type RunSummaryJSON struct {
+	ID          int64  `json:"id"`
+	DS          string `json:"ds"`
+	LogicalDate string `json:"logical_date"`
+	Kind        string `json:"kind"`
+	State       string `json:"state"`
+}
+
+// BackfillSummaryJSON is one backfill of the list (GET /api/backfills).
+type BackfillSummaryJSON struct {
+	ID         string `json:"id"`
+	Pipeline   string `json:"pipeline"`
+	Start      string `json:"start"`
+	End        string `json:"end"`
+	Reprocess  string `json:"reprocess"`
+	State      string `json:"state"`
+	Phase      string `json:"phase"`
+	OnHold     bool   `json:"on_hold"`
+	RolledBack bool   `json:"rolled_back"`
+	CreatedAt  string `json:"created_at"`
+	UpdatedAt  string `json:"updated_at"`
+}
+
+func (s *Server) pipelines(ctx context.Context) ([]PipelineJSON, error) {
+	stored, err := s.o.State.ListPipelines(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]store.Pipeline{}
+	for _, p := range stored {
+		byName[p.Name] = p
+	}
+	runs, err := s.o.State.ListRuns(ctx, store.ListRunsParams{})
+	if err != nil {
+		return nil, err
+	}
+	counts := map[string]map[string]int{}
+	last := map[string]store.Run{}
+	for _, r := range runs {
+		if counts[r.Pipeline] == nil {
+			counts[r.Pipeline] = map[string]int{}
+		}
+		counts[r.Pipeline][string(r.State)]++
+		last[r.Pipeline] = r // ordered by logical date
+	}
+	now := s.o.Now()
+	var out []PipelineJSON
+	seen := map[string]bool{}
+	for _, p := range s.o.Workspace.Pipelines {
+		seen[p.Name] = true
+		pj := PipelineJSON{Name: p.Name, Schedule: p.Schedule, Timezone: p.Timezone.String(), InWorkspace: true,
+			Paused: byName[p.Name].Paused, Tasks: len(p.Tasks)}
+		if tt, err := scheduler.NewTimetable(p.Schedule, p.Timezone); err == nil {
+			if iv, ok := tt.Upcoming(scheduler.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}); ok {
+				pj.NextDue = &IntervalJSON{DS: iv.DS(), LogicalDate: iv.Start.Format(time.RFC3339), DueAt: iv.End.Format(time.RFC3339)}
+			}
+		}
+		out = append(out, pj)
+	}
+	for _, p := range stored {
+		if !seen[p.Name] {
+			out = append(out, PipelineJSON{Name: p.Name, Paused: p.Paused})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	for i := range out {
+		pj := &out[i]
+		pj.Runs = counts[pj.Name]
+		if pj.Runs == nil {
+			pj.Runs = map[string]int{}
+		}
+		if r, ok := last[pj.Name]; ok {
+			pj.LastRun = &RunSummaryJSON{ID: r.ID, DS: r.DS, LogicalDate: r.LogicalDate.Format(time.RFC3339), Kind: string(r.Kind), State: string(r.State)}
+		}
+		wm, err := s.o.State.GetWatermark(ctx, pj.Name)
+		switch {
+		case err == nil && !wm.LogicalDate.IsZero():
+			pj.Watermark = wm.LogicalDate.Format(time.RFC3339)
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) backfills(ctx context.Context) ([]BackfillSummaryJSON, error) {
+	list, err := s.o.State.ListBackfills(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]BackfillSummaryJSON, 0, len(list))
+	for _, b := range list {
+		out = append(out, backfillSummary(b))
+	}
+	return out, nil
+}
+
+func backfillSummary(b store.Backfill) BackfillSummaryJSON {
+	return BackfillSummaryJSON{ID: b.ID, Pipeline: b.Pipeline, Start: b.From.Format(time.RFC3339), End: b.To.Format(time.RFC3339),
+		Reprocess: b.Reprocess, State: string(b.State), Phase: b.Phase, OnHold: b.OnHold, RolledBack: b.RolledBack,
+		CreatedAt: b.CreatedAt.UTC().Format(time.RFC3339), UpdatedAt: b.UpdatedAt.UTC().Format(time.RFC3339)}
+}
+
+func (s *Server) apiPipelines(w http.ResponseWriter, r *http.Request) {
+	ps, err := s.pipelines(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.sendJSON(w, r, ps)
+}
+
+func (s *Server) apiBackfills(w http.ResponseWriter, r *http.Request) {
+	bs, err := s.backfills(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.sendJSON(w, r, bs)
+}
+
+func (s *Server) pipelinesPage(w http.ResponseWriter, r *http.Request) {
+	ps, err := s.pipelines(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	bs, err := s.backfills(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.page(w, r, http.StatusOK, "pipelines.html", "Pipelines", map[string]any{"Pipelines": ps, "Backfills": bs})
+}
