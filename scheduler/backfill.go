@@ -92,6 +92,9 @@ type Plan struct {
 	// stay paused).
 	Paused        bool `json:"paused"`
 	IncludePaused bool `json:"include_paused"`
+	// Outputs: the pipeline has versioned outputs, which the backfill
+	// writes to a branch and cuts over (its version of each date wins).
+	Outputs bool `json:"outputs"`
 	// Tasks: the tasks the backfill runs (empty: all of them).
 	Tasks           []string         `json:"tasks"`
 	Start           string           `json:"start"`
@@ -170,7 +173,7 @@ func MakePlan(ctx context.Context, st store.Store, pp PlanParams) (*Plan, error)
 	stalled := stalledRun(ctx, st)
 	routes := DateRoutes(ctx, def, ivs)
 	plan := &Plan{
-		Pipeline: def.Name, Paused: paused, Tasks: tasks, Start: pp.Start.Format(dateOnly), End: pp.End.Format(dateOnly),
+		Pipeline: def.Name, Paused: paused, Outputs: len(def.Outputs) > 0, Tasks: tasks, Start: pp.Start.Format(dateOnly), End: pp.End.Format(dateOnly),
 		Reprocess: pp.Reprocess, Reverse: pp.Reverse, MaxActiveRuns: maxRuns,
 		Dates: []PlanDate{}, Requires: []string{}, Watermarks: []WatermarkReset{}, Downstream: []string{},
 	}

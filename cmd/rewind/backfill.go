@@ -229,6 +229,9 @@ func printPlan(w io.Writer, p *scheduler.Plan) {
 	for _, d := range p.Downstream {
 		fmt.Fprintf(w, "downstream: %s paused during the backfill, its dates rebuilt after\n", d)
 	}
+	if p.Outputs {
+		fmt.Fprintln(w, "outputs: the backfill's version of each date wins; a date the nightly run takes meanwhile is taken back and cut over with the others")
+	}
 }
 
 func newBackfillApplyCmd(g *globals) *cobra.Command {
