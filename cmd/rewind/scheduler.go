@@ -1,0 +1,153 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/scheduler"
+)
+
+func init() { register(newSchedulerCmd) }
+
+func newSchedulerCmd(g *globals) *cobra.Command {
+	var (
+		ws    workspaceFlags
+		quiet bool
+		grace time.Duration
+		poll  time.Duration
+	)
+	c := &cobra.Command{
+		Use:   "scheduler [PATH]",
+		Short: "Run the pipelines at their ticks, long-running",
+		Long: `Scheduler runs until it is stopped: at start it executes what is due
+(catching up after downtime: every missed interval of a pipeline with
+catchup = true, only the latest of one with catchup = false), then each
+due interval at its tick, as 'rewind run' would.
+
+It watches the *.hcl files of PATH (default ".") and reloads them when
+they change (looked at every --poll; a change is loaded once the files
+stay the same for one look) or on SIGHUP. A file with errors is not
+loaded: the previous definition stays in use and the diagnostics are
+logged with file:line.
+
+Between ticks it holds nothing: 'rewind run' from cron keeps working beside
+it, and the state's lease decides who executes; a tick that comes while
+another rewind holds the lease waits for it.
+
+SIGTERM or SIGINT stops it: nothing new starts, running attempts get
+--grace to end (then they are killed and recorded as interrupted; the
+next scheduler or 'rewind run' runs them again), and it exits with code 0.
+
+Log lines go to stderr (--quiet: warnings and errors only).
+
+Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error
+(the files do not load at start), 4 the state could not be opened.`,
+		Example: `  rewind scheduler /etc/rewind/pipelines
+  rewind scheduler --state postgres://rewind@db/rewind --grace 1m .`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if grace < 0 {
+				return exitWith(exitUsage, "--grace %s: want a duration of 0 or more", grace)
+			}
+			if poll <= 0 {
+				return exitWith(exitUsage, "--poll %s: want a duration above 0", poll)
+			}
+			path, err := g.workspace(pathArg(args))
+			if err != nil {
+				return err
+			}
+			w, err := ws.load(g, path)
+			if err != nil {
+				return err
+			}
+			opts, err := loadOptions(ws.vars)
+			if err != nil {
+				return err
+			}
+			if _, _, err := g.stateDSN(); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			reload := make(chan struct{}, 1)
+			go func() {
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-hup:
+						select {
+						case reload <- struct{}{}:
+						default:
+						}
+					}
+				}
+			}()
+			st, err := openStore(ctx, g)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil // stopped before it started
+				}
+				return err
+			}
+			defer st.Close()
+			out := &liveRedact{w: g.stderr, ws: w}
+			level := slog.LevelInfo
+			if quiet {
+				level = slog.LevelWarn
+			}
+			log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}))
+			err = scheduler.Serve(ctx, scheduler.ServeOptions{
+				Store: st, Path: path, LoadOptions: opts, Workspace: w, Home: homeDir(g),
+				Grace: grace, PollEvery: poll, Reload: reload, Log: log,
+				OnLoad: out.use,
+				OnWarning: func(msg string) {
+					log.Warn(msg)
+				},
+			})
+			if err != nil {
+				return exitWith(exitUsage, "%v", err)
+			}
+			return nil
+		},
+	}
+	ws.add(c)
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "log only warnings and errors")
+	c.Flags().DurationVar(&grace, "grace", 10*time.Second, "on SIGTERM/SIGINT, how long running attempts get before they are killed")
+	c.Flags().DurationVar(&poll, "poll", scheduler.DefaultPollEvery, "how often to look at the pipeline files for changes")
+	return c
+}
+
+// liveRedact scrubs the sensitive values of the definition in use (the
+// last one loaded) from the scheduler's log.
+type liveRedact struct {
+	mu sync.Mutex
+	w  io.Writer
+	ws *dsl.Workspace
+}
+
+func (r *liveRedact) use(ws *dsl.Workspace) {
+	r.mu.Lock()
+	r.ws = ws
+	r.mu.Unlock()
+}
+
+func (r *liveRedact) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, err := io.WriteString(r.w, r.ws.Redact(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}

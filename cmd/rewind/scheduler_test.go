@@ -1,0 +1,72 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// rewind scheduler catches up at start, reloads on SIGHUP, and on SIGTERM
+// stops (the running attempt gets the grace period and is recorded as
+// interrupted) and exits 0.
+func TestSchedulerCommand(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, map[string]string{
+		"main.hcl": `
+pipeline "p" {
+  schedule   = "@daily"
+  start_date = "2025-07-01"
+  end_date   = "2025-07-03"
+  task "t" {
+    command = "echo $REWIND_DS >> days.log"
+  }
+}
+`,
+	})
+	p := w.start("scheduler", "--poll", "50ms", "--grace", "1s")
+	waitFor(t, "the catchup of 3 days", func() bool { return len(w.lines("days.log")) == 3 })
+
+	// A new pipeline, loaded on SIGHUP, starts a task that runs until stopped.
+	body := `
+pipeline "long" {
+  schedule   = "@daily"
+  start_date = "2025-07-01"
+  end_date   = "2025-07-01"
+  task "sleep" {
+    command = "echo started >> long.log; sleep 60"
+  }
+}
+`
+	if err := os.WriteFile(filepath.Join(w.dir, "long.hcl"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.signal(syscall.SIGHUP)
+	waitFor(t, "the new pipeline's task", func() bool { return len(w.lines("long.log")) == 1 })
+	if !strings.Contains(p.stderr.String(), "msg=reloaded") {
+		t.Fatalf("no reload logged:\n%s", p.stderr.String())
+	}
+
+	p.signal(syscall.SIGTERM)
+	if code := p.wait(); code != 0 {
+		t.Fatalf("exit %d after SIGTERM, want 0\n%s", code, p.stderr.String())
+	}
+	if !strings.Contains(p.stderr.String(), "scheduler stopped") {
+		t.Fatalf("stderr:\n%s", p.stderr.String())
+	}
+	ti := findTask(t, w.runsJSON(), "2025-07-01", "sleep")
+	if len(ti.Attempts) != 1 || ti.Attempts[0].State != "interrupted" {
+		t.Fatalf("attempts %+v, want one interrupted", ti.Attempts)
+	}
+}
+
+// A workspace that does not load: exit 2 with the diagnostics.
+func TestSchedulerCommandBroken(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, map[string]string{"main.hcl": "pipeline \"p\" {\n  bogus = 1\n}\n"})
+	code, _, stderr := w.rewind("scheduler")
+	if code != exitUsage || !strings.Contains(stderr, "main.hcl:2") {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+}

@@ -1,0 +1,381 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/store"
+)
+
+// The long-running scheduler (`rewind scheduler`) is a loop over Run: each
+// tick (the end of the next data interval of any pipeline) it executes what
+// is due, and between ticks it holds nothing: not the lease, not a
+// transaction. So a `rewind run` from cron beside it keeps working: the
+// lease decides who executes, and Serve waits for it (Options.Wait) when a
+// tick comes while another rewind holds the state.
+//
+// Idle, a pass of the loop is a stat of the workspace's *.hcl files, a read
+// of the store's epoch, and a look at the cached next tick of each pipeline.
+
+// DefaultPollEvery is how often Serve looks at the workspace's files, the
+// store's epoch and the clock between ticks. A change of the files is
+// loaded once they stay the same for one poll (a write seen half-done is
+// not loaded), so within two polls.
+const DefaultPollEvery = 2 * time.Second
+
+// serveRetryEvery is how long Serve waits, after an execution that failed
+// (the state was unavailable, the lease was lost), before trying again.
+const serveRetryEvery = 10 * time.Second
+
+// ServeOptions configure Serve.
+type ServeOptions struct {
+	Store store.Store
+	// Path is the workspace: a directory (its *.hcl files) or one .hcl file,
+	// as dsl.Load takes it. Its files are watched and reloaded when they change.
+	Path        string
+	LoadOptions dsl.LoadOptions
+	// Workspace is the definition loaded by the caller from Path; nil:
+	// Serve loads it, and a configuration error ends it at once.
+	Workspace *dsl.Workspace
+	// Home is the directory of runs/ and logs/ (".rewind" by default).
+	Home string
+	// Grace is how long running attempts get to stop when ctx ends (default 10s).
+	Grace time.Duration
+	// Clock is the logical clock that decides which intervals are due
+	// (default time.Now). Tests drive ticks with a fake one.
+	Clock func() time.Time
+	// PollEvery is how often the files, the store's epoch and the clock are
+	// looked at between ticks (default DefaultPollEvery).
+	PollEvery time.Duration
+	// RefreshEvery is passed to Run: how often a long execution
+	// materializes newly due intervals (default 30s).
+	RefreshEvery time.Duration
+	// Reload, when it receives, reloads the workspace (SIGHUP).
+	Reload <-chan struct{}
+	// OnLoad is called with each definition that Serve uses: the first one
+	// and each valid reload (the CLI scrubs their sensitive values from its
+	// output).
+	OnLoad func(*dsl.Workspace)
+	// OnRun is called after each execution with its summary and error.
+	OnRun     func(*Summary, error)
+	OnWarning func(string)
+	Log       *slog.Logger
+	Holder    *Holder
+}
+
+// Serve runs the scheduler until ctx ends: at start (catching up after
+// downtime, per each pipeline's catchup) and then at each tick, it executes
+// the due runs with Run; it reloads the workspace when its files change or
+// Reload receives, keeping the previous definition when the new one has
+// errors (their diagnostics are logged with file:line). When ctx ends it
+// starts nothing new, gives running attempts the grace period (as Run does
+// on interrupt) and returns nil. It returns an error only when the first
+// definition cannot be loaded.
+func Serve(ctx context.Context, o ServeOptions) error {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.PollEvery <= 0 {
+		o.PollEvery = DefaultPollEvery
+	}
+	s := &server{o: o, log: o.Log}
+	s.sig = s.signature()
+	if o.Workspace == nil {
+		ws, diags := dsl.Load(o.Path, o.LoadOptions)
+		if diags.HasErrors() {
+			return fmt.Errorf("load %s: %s", o.Path, strings.Join(diagLines(diags), "; "))
+		}
+		o.Workspace = ws
+	}
+	s.use(o.Workspace)
+	return s.loop(ctx)
+}
+
+type server struct {
+	o   ServeOptions
+	log *slog.Logger
+	ws  *dsl.Workspace
+	// sig is the watched files' names, sizes and modification times.
+	sig string
+	// changed is the signature of files seen changed at the last poll.
+	changed string
+	// next is each pipeline's next tick (the end of its first interval not
+	// yet due); pipelines without one are absent.
+	next map[string]time.Time
+	// carry are pipelines whose runs the last execution left unfinished
+	// (waiting for upstream data, held, stuck): the next one looks again.
+	carry map[string]bool
+	epoch int64
+}
+
+// use makes ws the definition, and computes every pipeline's next tick.
+func (s *server) use(ws *dsl.Workspace) {
+	s.ws = ws
+	s.next = map[string]time.Time{}
+	s.carry = map[string]bool{}
+	now := s.o.Clock()
+	for _, p := range ws.Pipelines {
+		s.schedule(p, now)
+	}
+	if s.o.OnLoad != nil {
+		s.o.OnLoad(ws)
+	}
+}
+
+// schedule records p's next tick after now.
+func (s *server) schedule(p *dsl.Pipeline, now time.Time) {
+	delete(s.next, p.Name)
+	if p.Schedule == "" {
+		return
+	}
+	tt, err := NewTimetable(p.Schedule, p.Timezone)
+	if err != nil {
+		return
+	}
+	if iv, ok := tt.Upcoming(Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}); ok {
+		s.next[p.Name] = iv.End
+	}
+}
+
+// due are the pipelines whose next tick has come, with their consumers and
+// the pipelines left unfinished, in workspace order.
+func (s *server) due(now time.Time) []string {
+	sel := map[string]bool{}
+	for name, t := range s.next {
+		if !now.Before(t) {
+			sel[name] = true
+			for _, c := range s.ws.Consumers(name) {
+				sel[c.Name] = true
+			}
+		}
+	}
+	if len(sel) == 0 {
+		return nil
+	}
+	for name := range s.carry {
+		if s.ws.Pipeline(name) != nil {
+			sel[name] = true
+		}
+	}
+	var out []string
+	for _, p := range s.ws.Pipelines {
+		if sel[p.Name] {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// nextTick is the earliest tick of any pipeline (zero when none).
+func (s *server) nextTick() time.Time {
+	var t time.Time
+	for _, n := range s.next {
+		if t.IsZero() || n.Before(t) {
+			t = n
+		}
+	}
+	return t
+}
+
+func (s *server) loop(ctx context.Context) error {
+	all := true // every pipeline: at start, after a reload, after an operator's change
+	var retryAt time.Time
+	var pending []string // the pipelines of an execution that failed, tried again
+	timer := time.NewTicker(s.o.PollEvery)
+	defer timer.Stop()
+	s.log.Info("scheduler started", "path", s.o.Path, "pipelines", len(s.ws.Pipelines))
+	for {
+		if ctx.Err() != nil {
+			s.log.Info("scheduler stopped")
+			return nil
+		}
+		now := s.o.Clock()
+		names := slices.Concat(pending, s.due(now))
+		if (all || len(names) > 0) && (retryAt.IsZero() || !time.Now().Before(retryAt)) {
+			ok := s.execute(ctx, all, names)
+			if ctx.Err() != nil {
+				s.log.Info("scheduler stopped")
+				return nil
+			}
+			if ok {
+				all, pending, retryAt = false, nil, time.Time{}
+			} else {
+				pending = names
+				retryAt = time.Now().Add(serveRetryEvery)
+			}
+			if t := s.nextTick(); !t.IsZero() {
+				s.log.Debug("next tick", "at", t)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			continue
+		case <-s.o.Reload:
+			s.log.Info("reload requested")
+			s.sig, s.changed = s.signature(), ""
+			if s.reload() {
+				all = true
+			}
+		case <-timer.C:
+			// A change is loaded once the files stay the same for one poll:
+			// an editor's write seen half-done (a truncated file) is not.
+			if sig := s.signature(); sig == s.sig {
+				s.changed = ""
+			} else if sig != s.changed {
+				s.changed = sig
+			} else {
+				s.sig, s.changed = sig, ""
+				if s.reload() {
+					all = true
+				}
+			}
+			if ep, err := s.o.Store.Epoch(ctx); err == nil && ep != s.epoch {
+				// An operator cleared, paused or cancelled something.
+				s.epoch, all = ep, true
+			}
+		}
+	}
+}
+
+// execute runs one execution of the given pipelines (every one with all)
+// and reports whether it could run.
+func (s *server) execute(ctx context.Context, all bool, names []string) bool {
+	var sel []string
+	for _, n := range names {
+		if s.ws.Pipeline(n) != nil && !slices.Contains(sel, n) {
+			sel = append(sel, n) // a reload may have removed it
+		}
+	}
+	if all {
+		sel = nil
+	} else if len(sel) == 0 {
+		return true
+	}
+	// The next ticks are computed from the clock as it was before the
+	// execution: an interval that came due while it ran is run next.
+	now := s.o.Clock()
+	sum, err := Run(ctx, Options{
+		Store: s.o.Store, Workspace: s.ws, Pipelines: sel, Clock: s.o.Clock,
+		RefreshEvery: s.o.RefreshEvery, Home: s.o.Home, Wait: true, Grace: s.o.Grace,
+		OnWarning: s.o.OnWarning, Log: s.log, Holder: s.o.Holder,
+	})
+	if s.o.OnRun != nil {
+		s.o.OnRun(sum, err)
+	}
+	if ep, eerr := s.o.Store.Epoch(context.WithoutCancel(ctx)); eerr == nil {
+		s.epoch = ep
+	}
+	if ctx.Err() != nil {
+		return true
+	}
+	if err != nil {
+		var busy *LeaseBusyError
+		if !errors.As(err, &busy) {
+			s.log.Error("execution failed: trying again", "error", s.ws.RedactError(err), "in", serveRetryEvery)
+		}
+		return false
+	}
+	s.carry = map[string]bool{}
+	for _, w := range sum.Waiting {
+		s.carry[w.Pipeline] = true
+	}
+	for _, h := range sum.Held {
+		s.carry[h.Pipeline] = true
+	}
+	for _, r := range sum.Stuck {
+		s.carry[r.Pipeline] = true
+	}
+	for _, p := range s.ws.Pipelines {
+		if all || slices.Contains(names, p.Name) {
+			s.schedule(p, now)
+		}
+	}
+	const most = 20 // runs logged one by one per execution
+	ok, failed := 0, 0
+	for i, r := range sum.Finished {
+		if i < most {
+			s.log.Info("run finished", "pipeline", r.Pipeline, "logical_date", r.LogicalDate.Format(time.RFC3339), "state", string(r.State))
+		}
+		if r.State == store.RunSuccess {
+			ok++
+		} else {
+			failed++
+		}
+	}
+	if sum.Created > 0 || len(sum.Finished) > 0 {
+		s.log.Info("execution done", "created", sum.Created, "succeeded", ok, "failed", failed, "attempts", sum.Attempts)
+	}
+	return true
+}
+
+// reload loads the workspace again; an invalid one is logged and the
+// previous definition kept. It reports whether the new one is in use.
+func (s *server) reload() bool {
+	ws, diags := dsl.Load(s.o.Path, s.o.LoadOptions)
+	if diags.HasErrors() {
+		lines := diagLines(diags)
+		s.log.Error("reload failed: keeping the previous definition", "errors", len(lines))
+		for _, l := range lines {
+			s.log.Error("reload: " + l)
+		}
+		return false
+	}
+	s.use(ws)
+	s.log.Info("reloaded", "pipelines", len(ws.Pipelines))
+	return true
+}
+
+// diagLines are the error diagnostics as "file:line: summary: detail".
+func diagLines(diags hcl.Diagnostics) []string {
+	var out []string
+	for _, d := range diags {
+		if d.Severity != hcl.DiagError {
+			continue
+		}
+		line := d.Summary
+		if d.Detail != "" {
+			line += ": " + d.Detail
+		}
+		if d.Subject != nil {
+			line = fmt.Sprintf("%s:%d: %s", d.Subject.Filename, d.Subject.Start.Line, line)
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// signature describes the watched files: the *.hcl files of the workspace
+// directory (or the one file Path names), by name, size and modification
+// time. A file that appears or goes changes it too.
+func (s *server) signature() string {
+	var files []string
+	if fi, err := os.Stat(s.o.Path); err == nil && !fi.IsDir() {
+		files = []string{s.o.Path}
+	} else {
+		files, _ = filepath.Glob(filepath.Join(s.o.Path, "*.hcl"))
+	}
+	sort.Strings(files)
+	var b strings.Builder
+	for _, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(&b, "%s %d %d\n", f, fi.Size(), fi.ModTime().UnixNano())
+	}
+	return b.String()
+}

@@ -1,0 +1,278 @@
+package scheduler_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/store"
+)
+
+// serveLiveness bounds every wait of the Serve tests: generous, a liveness
+// bound only.
+const serveLiveness = 60 * time.Second
+
+// fakeClock is a logical clock the test moves.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
+
+// lockedBuffer is a log that Serve writes while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// served is one Serve running in the background.
+type served struct {
+	cancel  context.CancelFunc
+	done    chan error
+	stopped bool
+}
+
+func (e *env) serve(clock *fakeClock, log *lockedBuffer) *served {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &served{cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		s.done <- scheduler.Serve(ctx, scheduler.ServeOptions{
+			Store: e.st, Path: e.dir, Home: e.home, Clock: clock.Now,
+			PollEvery: 10 * time.Millisecond, Grace: 5 * time.Second,
+			Log: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		})
+	}()
+	e.t.Cleanup(func() {
+		s.stop(e.t)
+		if e.t.Failed() {
+			e.t.Logf("scheduler log:\n%s", log.String())
+		}
+	})
+	return s
+}
+
+func (s *served) stop(t *testing.T) {
+	t.Helper()
+	if s.stopped {
+		return
+	}
+	s.stopped = true
+	s.cancel()
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+	case <-time.After(serveLiveness):
+		t.Fatal("Serve did not stop")
+	}
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(serveLiveness); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// succeeded are the logical dates of p's successful runs, with their tasks.
+func (e *env) succeeded(p string) map[string][]string {
+	e.t.Helper()
+	out := map[string][]string{}
+	for _, r := range e.runs(p) {
+		if r.State != store.RunSuccess {
+			continue
+		}
+		var tasks []string
+		for _, ti := range r.Tasks {
+			tasks = append(tasks, ti.Task)
+		}
+		slices.Sort(tasks)
+		out[r.LogicalDate.UTC().Format(time.RFC3339)] = tasks
+	}
+	return out
+}
+
+const minutely = `
+pipeline "p" {
+  schedule   = "* * * * *"
+  start_date = "2025-07-01"
+  catchup    = true
+  task "t" {
+    command = "echo \"t $REWIND_LOGICAL_DATE\" >> events.log"
+  }
+}
+`
+
+// A per-minute pipeline under a fake clock: each tick starts its run;
+// between ticks the scheduler holds no lease (a `rewind run` from cron
+// beside it runs at once); stopped for 3 ticks and restarted, it catches
+// them up; an edited file is reloaded (the next run has the new task); a
+// broken edit keeps the old definition and the log names file:line.
+func TestServe(t *testing.T) {
+	e := newEnv(t, minutely)
+	clock := &fakeClock{t: utc("2025-07-01T00:00:30Z")}
+	var log lockedBuffer
+	s := e.serve(clock, &log)
+	eventually(t, "the scheduler to start", func() bool { return strings.Contains(log.String(), "scheduler started") })
+	if n := len(e.runs("p")); n != 0 {
+		t.Fatalf("%d runs before the first tick", n)
+	}
+
+	for i, at := range []string{"2025-07-01T00:01:00Z", "2025-07-01T00:02:00Z"} {
+		clock.Set(utc(at))
+		eventually(t, "the run of tick "+at, func() bool { return len(e.succeeded("p")) == i+1 })
+	}
+	if got := e.succeeded("p"); got["2025-07-01T00:00:00Z"] == nil || got["2025-07-01T00:01:00Z"] == nil {
+		t.Fatalf("runs %v", got)
+	}
+
+	// Between ticks the lease is free: cron's rewind run does not wait.
+	eventually(t, "the lease to be free", func() bool {
+		_, err := scheduler.Run(context.Background(), scheduler.Options{
+			Store: e.st, Workspace: e.ws, Home: e.home, Now: clock.Now(),
+		})
+		return err == nil
+	})
+
+	// Stopped for 3 ticks, restarted: they are caught up.
+	s.stop(t)
+	clock.Set(utc("2025-07-01T00:05:00Z"))
+	var log2 lockedBuffer
+	e.serve(clock, &log2)
+	eventually(t, "the catchup of 3 ticks", func() bool { return len(e.succeeded("p")) == 5 })
+
+	// An edit is reloaded: the next run has the new task.
+	edited := strings.Replace(minutely, "  task \"t\" {", `  task "u" {
+    command = "echo \"u $REWIND_LOGICAL_DATE\" >> events.log"
+  }
+  task "t" {`, 1)
+	write(t, filepath.Join(e.dir, "main.hcl"), edited)
+	eventually(t, "the reload", func() bool { return strings.Contains(log2.String(), "msg=reloaded") })
+	clock.Set(utc("2025-07-01T00:06:00Z"))
+	eventually(t, "the run of 00:05", func() bool { return len(e.succeeded("p")) == 6 })
+	if got := e.succeeded("p")["2025-07-01T00:05:00Z"]; !slices.Equal(got, []string{"t", "u"}) {
+		t.Fatalf("tasks of the run after the reload: %v, want [t u]", got)
+	}
+	if got := e.succeeded("p")["2025-07-01T00:04:00Z"]; !slices.Equal(got, []string{"t"}) {
+		t.Fatalf("tasks of the run before the reload: %v, want [t]", got)
+	}
+
+	// A broken edit: the log names file:line, the old definition runs on.
+	write(t, filepath.Join(e.dir, "main.hcl"), strings.Replace(edited, `catchup    = true`, `catchup    = true
+  no_such_attribute = 1`, 1))
+	want := filepath.Join(e.dir, "main.hcl") + ":6:"
+	eventually(t, "the diagnostics of the broken edit", func() bool { return strings.Contains(log2.String(), want) })
+	if !strings.Contains(log2.String(), "keeping the previous definition") {
+		t.Fatalf("log:\n%s", log2.String())
+	}
+	clock.Set(utc("2025-07-01T00:07:00Z"))
+	eventually(t, "the run of 00:06", func() bool { return len(e.succeeded("p")) == 7 })
+	if got := e.succeeded("p")["2025-07-01T00:06:00Z"]; !slices.Equal(got, []string{"t", "u"}) {
+		t.Fatalf("tasks of the run after the broken edit: %v, want [t u]", got)
+	}
+
+	// Every task of every run ran exactly once.
+	events := e.events("events.log")
+	seen := map[string]int{}
+	for _, ev := range events {
+		seen[ev]++
+	}
+	for ev, n := range seen {
+		if n != 1 {
+			t.Fatalf("%q ran %d times\n%s", ev, n, strings.Join(events, "\n"))
+		}
+	}
+	if len(events) != 7+2 {
+		t.Fatalf("%d task events, want 9:\n%s", len(events), strings.Join(events, "\n"))
+	}
+}
+
+// A pipeline with catchup = false that was down for 3 ticks gets only the
+// latest interval at restart.
+func TestServeNoCatchup(t *testing.T) {
+	e := newEnv(t, strings.Replace(minutely, "catchup    = true", "catchup    = false", 1))
+	clock := &fakeClock{t: utc("2025-07-01T00:05:00Z")}
+	var log lockedBuffer
+	e.serve(clock, &log)
+	eventually(t, "the latest interval", func() bool { return len(e.succeeded("p")) == 1 })
+	if e.succeeded("p")["2025-07-01T00:04:00Z"] == nil {
+		t.Fatalf("runs %v, want 00:04 only", e.succeeded("p"))
+	}
+	clock.Set(utc("2025-07-01T00:06:00Z"))
+	eventually(t, "the next tick", func() bool { return len(e.succeeded("p")) == 2 })
+
+	// An operator's clear (it bumps the store's epoch) is run without
+	// waiting for a tick.
+	if _, err := e.st.ClearTasks(context.Background(), store.ClearTasksParams{
+		Pipeline: "p", From: utc("2025-07-01T00:04:00Z"), To: utc("2025-07-01T00:04:00Z"), Now: time.Now(),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the cleared run to run again", func() bool {
+		n := 0
+		for _, ev := range e.events("events.log") {
+			if strings.HasSuffix(ev, "00:04:00Z") {
+				n++
+			}
+		}
+		return n == 2
+	})
+}
+
+// Serve with a workspace that does not load ends with its diagnostics.
+func TestServeBrokenAtStart(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "main.hcl"), "pipeline \"p\" {\n  bogus = 1\n}\n")
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(dir, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	err = scheduler.Serve(context.Background(), scheduler.ServeOptions{Store: st, Path: dir, LoadOptions: dsl.LoadOptions{}})
+	if err == nil || !strings.Contains(err.Error(), "main.hcl:2:") {
+		t.Fatalf("err %v, want the diagnostics with main.hcl:2:", err)
+	}
+}
+
+func write(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
