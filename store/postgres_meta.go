@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -424,43 +425,46 @@ func (s *pgStore) ReprocessRuns(ctx context.Context, p ReprocessRunsParams) (int
 	for i, st := range p.States {
 		states[i] = string(st)
 	}
-	tasks := p.Tasks
-	if tasks == nil {
-		tasks = []string{}
-	}
-	// The runs taken: in the window and the states, not already the
-	// backfill's own ($1 is the backfill).
 	dates := make([]int64, len(p.Dates))
 	for i, d := range p.Dates {
 		dates[i] = nanos(d)
 	}
-	// $9: the dates (empty: the whole window).
-	const where = `pipeline = $2 AND logical_unix BETWEEN $3 AND $4 AND state = ANY($5::text[])
-		AND (backfill_id IS NULL OR backfill_id <> $1)
-		AND (cardinality($9::bigint[]) = 0 OR logical_unix = ANY($9::bigint[]))`
+	// taken is the condition on the runs taken (in the window, the dates
+	// when given, and the states; not already the backfill's own), with
+	// its placeholders numbered in args.
+	taken := func(args *pgArgs) string {
+		return `pipeline = ` + args.add(p.Pipeline) +
+			` AND logical_unix BETWEEN ` + args.add(nanos(p.From)) + ` AND ` + args.add(nanos(p.To)) +
+			` AND state = ANY(` + args.add(states) + `::text[])` +
+			` AND (backfill_id IS NULL OR backfill_id <> ` + args.add(p.BackfillID) + `)` +
+			` AND (cardinality(` + args.add(dates) + `::bigint[]) = 0 OR logical_unix = ANY($` + strconv.Itoa(len(*args)) + `::bigint[]))`
+	}
 	n := 0
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		// Their task instances first, while the runs still match.
-		if _, err := tx.ExecContext(ctx, `
-			UPDATE task_instances SET state = 'scheduled', failures = 0, next_try_at = NULL, updated_at = $6
-			WHERE state <> 'running' AND (cardinality($7::text[]) = 0 OR task = ANY($7::text[]))
-			AND run_id IN (SELECT id FROM runs WHERE `+where+`) AND $8::int IS NOT DISTINCT FROM $8`,
-			p.BackfillID, p.Pipeline, nanos(p.From), nanos(p.To), states, nullNanos(p.Now), tasks, 0, dates); err != nil {
+		var args pgArgs
+		q := `UPDATE task_instances SET state = 'scheduled', failures = 0, next_try_at = NULL, updated_at = ` + args.add(nullNanos(p.Now)) +
+			` WHERE state <> 'running'`
+		if len(p.Tasks) > 0 {
+			q += ` AND task = ANY(` + args.add(p.Tasks) + `::text[])`
+		}
+		q += ` AND run_id IN (SELECT id FROM runs WHERE ` + taken(&args) + `)`
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return fmt.Errorf("store: reprocess task instances of %s: %w", p.Pipeline, err)
 		}
 		for _, t := range p.Add {
-			if _, err := tx.ExecContext(ctx, `
-				INSERT INTO task_instances (run_id, task, state, pool, updated_at)
-				SELECT id, $6, 'scheduled', $7, $8 FROM runs WHERE `+where+`
-				ON CONFLICT (run_id, task) DO NOTHING`,
-				p.BackfillID, p.Pipeline, nanos(p.From), nanos(p.To), states, t.Name, t.Pool, nullNanos(p.Now), dates); err != nil {
+			var args pgArgs
+			q := `INSERT INTO task_instances (run_id, task, state, pool, updated_at)
+				SELECT id, ` + args.add(t.Name) + `, 'scheduled', ` + args.add(t.Pool) + `, ` + args.add(nullNanos(p.Now)) +
+				` FROM runs WHERE ` + taken(&args) + ` ON CONFLICT (run_id, task) DO NOTHING`
+			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 				return fmt.Errorf("store: reprocess runs of %s: add task %s: %w", p.Pipeline, t.Name, err)
 			}
 		}
-		res, err := tx.ExecContext(ctx, `
-			UPDATE runs SET kind = 'backfill', backfill_id = $1, state = 'queued', started_at = NULL, ended_at = NULL
-			WHERE `+where+` AND $6::int IS NOT DISTINCT FROM $6 AND $7::int IS NOT DISTINCT FROM $7 AND $8::int IS NOT DISTINCT FROM $8`,
-			p.BackfillID, p.Pipeline, nanos(p.From), nanos(p.To), states, 0, 0, 0, dates)
+		args = nil
+		q = `UPDATE runs SET kind = 'backfill', backfill_id = ` + args.add(p.BackfillID) +
+			`, state = 'queued', started_at = NULL, ended_at = NULL WHERE ` + taken(&args)
+		res, err := tx.ExecContext(ctx, q, args...)
 		if err != nil {
 			return fmt.Errorf("store: reprocess runs of %s: %w", p.Pipeline, err)
 		}
