@@ -629,14 +629,6 @@ type applier struct {
 // validate rules allow: main is left untouched, the branch kept.
 var ErrValidation = errors.New("validation failed")
 
-func (a *applier) selectedDS() []string {
-	var out []string
-	for _, d := range a.selected() {
-		out = append(out, d.DS)
-	}
-	return out
-}
-
 // validate compares each output's branch with main for every date of the
 // backfill (write-audit-publish): main stays untouched until cutover.
 func (a *applier) validate(ctx context.Context) error {

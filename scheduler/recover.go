@@ -161,20 +161,31 @@ func (e *engine) takeOver(ctx context.Context, a store.RunningAttempt, inScope b
 	return e.record(bg, c)
 }
 
-// stoppedBackfillRun reports whether run runID of the pipeline belongs to
-// a backfill that no longer runs (cancelled, failed, done).
-func stoppedBackfillRun(ctx context.Context, st store.Store, pipeline string, runID int64) bool {
+// stoppedBackfill returns the backfill that no longer runs (cancelled,
+// failed, done) whose unfinished run runID of the pipeline is, or nil.
+func stoppedBackfill(ctx context.Context, st store.Store, pipeline string, runID int64) (*store.Backfill, error) {
 	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{pipeline}, States: []store.RunState{store.RunQueued, store.RunRunning}})
 	if err != nil {
-		return false
+		return nil, err
 	}
 	for _, r := range runs {
-		if r.ID == runID && r.BackfillID != "" {
-			b, err := st.GetBackfill(ctx, r.BackfillID)
-			return err == nil && b.State != store.BackfillRunning
+		if r.ID != runID || r.BackfillID == "" {
+			continue
 		}
+		b, err := st.GetBackfill(ctx, r.BackfillID)
+		if err != nil || b.State == store.BackfillRunning {
+			return nil, nil
+		}
+		return &b, nil
 	}
-	return false
+	return nil, nil
+}
+
+// stoppedBackfillRun reports whether run runID of the pipeline belongs to
+// a backfill that no longer runs.
+func stoppedBackfillRun(ctx context.Context, st store.Store, pipeline string, runID int64) bool {
+	b, err := stoppedBackfill(ctx, st, pipeline, runID)
+	return err == nil && b != nil
 }
 
 // settleStoppedBackfillRun ends a run of a backfill that no longer runs
@@ -183,21 +194,11 @@ func stoppedBackfillRun(ctx context.Context, st store.Store, pipeline string, ru
 // waiting task instances fail, as a cancel does; a later backfill with
 // reprocess failed, or rewind clear, takes it up again.
 func settleStoppedBackfillRun(ctx context.Context, st store.Store, pipeline string, runID int64) error {
-	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{pipeline}, States: []store.RunState{store.RunQueued, store.RunRunning}})
-	if err != nil {
+	b, err := stoppedBackfill(ctx, st, pipeline, runID)
+	if err != nil || b == nil {
 		return err
 	}
-	for _, r := range runs {
-		if r.ID != runID || r.BackfillID == "" {
-			continue
-		}
-		b, err := st.GetBackfill(ctx, r.BackfillID)
-		if err != nil || b.State == store.BackfillRunning {
-			return nil
-		}
-		return CancelBackfillRuns(ctx, st, store.Backfill{ID: b.ID, Pipeline: pipeline})
-	}
-	return nil
+	return CancelBackfillRuns(ctx, st, store.Backfill{ID: b.ID, Pipeline: pipeline})
 }
 
 // adopt waits for a live attempt of a dead rewind as for one of its own:
