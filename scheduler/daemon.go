@@ -71,7 +71,13 @@ type ServeOptions struct {
 	OnRun     func(*Summary, error)
 	OnWarning func(string)
 	Log       *slog.Logger
-	Holder    *Holder
+	// Holder is the identity of this scheduler in the leases and as the
+	// owner of its attempts (default Self()).
+	Holder *Holder
+	// LeaseTTL is how long the leases of this scheduler (the leadership,
+	// the execution's) and its heartbeat last without renewal (default
+	// LeaseTTL): a standby takes over within it after the active one dies.
+	LeaseTTL time.Duration
 }
 
 // Serve runs the scheduler until ctx ends: at start (catching up after
@@ -91,6 +97,13 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	}
 	if o.PollEvery <= 0 {
 		o.PollEvery = DefaultPollEvery
+	}
+	if o.Holder == nil {
+		self := Self()
+		o.Holder = &self
+	}
+	if o.LeaseTTL > 0 {
+		o.Holder.TTL = o.LeaseTTL
 	}
 	s := &server{o: o, log: o.Log}
 	s.sig = s.signature()
@@ -191,25 +204,29 @@ func (s *server) nextTick() time.Time {
 	return t
 }
 
-func (s *server) loop(ctx context.Context) error {
-	all := true // every pipeline: at start, after a reload, after an operator's change
+// lead is the active scheduler's loop, until ctx ends (stopped, or the
+// leadership lost).
+func (s *server) lead(ctx context.Context) {
+	all := true // every pipeline: when it became active, after a reload, after an operator's change
 	var retryAt time.Time
 	var pending []string // the pipelines of an execution that failed, tried again
 	timer := time.NewTicker(s.o.PollEvery)
 	defer timer.Stop()
-	s.log.Info("scheduler started", "path", s.o.Path, "pipelines", len(s.ws.Pipelines))
+	if sig := s.signature(); sig != s.sig {
+		// The files changed while it stood by.
+		s.sig, s.changed = sig, ""
+		s.reload()
+	}
 	for {
 		if ctx.Err() != nil {
-			s.log.Info("scheduler stopped")
-			return nil
+			return
 		}
 		now := s.o.Clock()
 		names := slices.Concat(pending, s.due(now))
 		if (all || len(names) > 0) && (retryAt.IsZero() || !time.Now().Before(retryAt)) {
 			ok := s.execute(ctx, all, names)
 			if ctx.Err() != nil {
-				s.log.Info("scheduler stopped")
-				return nil
+				return
 			}
 			if ok {
 				all, pending, retryAt = false, nil, time.Time{}

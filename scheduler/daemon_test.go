@@ -66,14 +66,24 @@ type served struct {
 
 func (e *env) serve(clock *fakeClock, log *lockedBuffer) *served {
 	e.t.Helper()
+	return e.serveWith(clock, log, nil)
+}
+
+// serveWith is serve with the options changed by opt.
+func (e *env) serveWith(clock *fakeClock, log *lockedBuffer, opt func(*scheduler.ServeOptions)) *served {
+	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &served{cancel: cancel, done: make(chan error, 1)}
+	o := scheduler.ServeOptions{
+		Store: e.st, Path: e.dir, Home: e.home, Clock: clock.Now,
+		PollEvery: 10 * time.Millisecond, Grace: 5 * time.Second,
+		Log: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	if opt != nil {
+		opt(&o)
+	}
 	go func() {
-		s.done <- scheduler.Serve(ctx, scheduler.ServeOptions{
-			Store: e.st, Path: e.dir, Home: e.home, Clock: clock.Now,
-			PollEvery: 10 * time.Millisecond, Grace: 5 * time.Second,
-			Log: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		})
+		s.done <- scheduler.Serve(ctx, o)
 	}()
 	e.t.Cleanup(func() {
 		s.stop(e.t)
@@ -274,5 +284,59 @@ func write(t *testing.T, path, body string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Two schedulers on one state: exactly one leads and runs the ticks, the
+// other stands by; when the active one stops, the standby leads at once
+// (the lease is released) and runs the next tick; when its leadership is
+// taken from it (as a standby does once the lease has expired), it stops
+// leading, stands by, and leads again once the lease is free.
+func TestServeLeadership(t *testing.T) {
+	e := newEnv(t, minutely)
+	clock := &fakeClock{t: utc("2025-07-01T00:02:30Z")}
+	holder := func(host string) *scheduler.Holder {
+		h := scheduler.Self()
+		h.Host, h.ID = host, host+":"+h.ID
+		return &h
+	}
+	ha, hb := holder("alpha"), holder("beta")
+	la, lb := &lockedBuffer{}, &lockedBuffer{}
+	ttl := 2 * time.Second
+	a := e.serveWith(clock, la, func(o *scheduler.ServeOptions) { o.Holder, o.LeaseTTL = ha, ttl })
+	eventually(t, "alpha to lead", func() bool { return strings.Contains(la.String(), "active: this scheduler leads") })
+	b := e.serveWith(clock, lb, func(o *scheduler.ServeOptions) { o.Holder, o.LeaseTTL = hb, ttl })
+	eventually(t, "beta to stand by", func() bool { return strings.Contains(lb.String(), "standing by: another scheduler leads") })
+	eventually(t, "the catchup of 2 ticks", func() bool { return len(e.events("events.log")) == 2 })
+
+	clock.Set(utc("2025-07-01T00:03:00Z"))
+	eventually(t, "the tick of 00:02", func() bool { return len(e.events("events.log")) == 3 })
+	if strings.Contains(lb.String(), "active: this scheduler leads") || strings.Contains(lb.String(), "run finished") {
+		t.Fatalf("the standby ran something:\n%s", lb.String())
+	}
+
+	// The active one stops: the standby leads without waiting for the TTL.
+	a.stop(t)
+	stopped := time.Now()
+	eventually(t, "beta to lead", func() bool { return strings.Contains(lb.String(), "active: this scheduler leads") })
+	if d := time.Since(stopped); d >= ttl {
+		t.Logf("beta led %s after alpha stopped (the lease was released; slow machine?)", d)
+	}
+	clock.Set(utc("2025-07-01T00:04:00Z"))
+	eventually(t, "the tick of 00:03, by beta", func() bool { return len(e.events("events.log")) == 4 })
+
+	// Another holder takes beta's lease (as a standby would once it expired).
+	thief := store.AcquireLeaseParams{Name: scheduler.LeaderLeaseName, Holder: "thief", Host: "gamma", PID: 1, TTL: ttl, Now: time.Now(), Stale: hb.ID}
+	if l, ok, err := e.st.AcquireLease(context.Background(), thief); err != nil || !ok {
+		t.Fatalf("take the lease: %v %v %+v", ok, err, l)
+	}
+	eventually(t, "beta to lose the leadership", func() bool { return strings.Contains(lb.String(), "lost the leadership: standing by") })
+	// The thief never renews: beta leads again once its lease has expired.
+	eventually(t, "beta to lead again", func() bool { return strings.Count(lb.String(), "active: this scheduler leads") == 2 })
+	clock.Set(utc("2025-07-01T00:05:00Z"))
+	eventually(t, "the tick of 00:04", func() bool { return len(e.events("events.log")) == 5 })
+	b.stop(t)
+	if got := counts(e.events("events.log")); len(got) != 5 {
+		t.Fatalf("events %v: want each of the 5 minutes once", got)
 	}
 }

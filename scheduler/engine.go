@@ -288,7 +288,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	defer stopLease()
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
-	go keepLease(leaseCtx, o.Store, self, func(err error) {
+	go keepLease(leaseCtx, o.Store, LeaseName, self, true, func(err error) {
 		cancelRun(fmt.Errorf("lost the state lease: %w", err))
 	})
 

@@ -17,9 +17,16 @@ import (
 // LeaseName is the lease that one executing rewind holds on a state.
 const LeaseName = "scheduler"
 
-// LeaseTTL is how long a lease lasts without renewal; the holder renews it
-// every LeaseTTL/3.
+// LeaseTTL is how long a lease (and an owner's heartbeat) lasts without
+// renewal by default; the holder renews it every TTL/3.
 const LeaseTTL = 30 * time.Second
+
+// EnvHost names the environment variable that overrides the host name this
+// rewind gives itself in leases and attempt owners (default: the kernel's
+// host name). Two rewinds with the same host name must see each other's
+// processes: a lease or attempt of a dead process of "this host" is taken
+// over at once, one of another host only when its heartbeat has expired.
+const EnvHost = "REWIND_HOST"
 
 // LeaseBusyError says that another live rewind holds the state's lease.
 type LeaseBusyError struct{ Lease store.Lease }
@@ -35,11 +42,25 @@ type Holder struct {
 	Host     string
 	PID      int
 	PIDStart uint64
+	// TTL is how long its leases and its heartbeat last without renewal
+	// (0: LeaseTTL). A standby takes over within it after this holder dies
+	// on another host.
+	TTL time.Duration
+}
+
+func (h Holder) ttl() time.Duration {
+	if h.TTL > 0 {
+		return h.TTL
+	}
+	return LeaseTTL
 }
 
 // Self returns the Holder of the running process.
 func Self() Holder {
-	host, _ := os.Hostname()
+	host := os.Getenv(EnvHost)
+	if host == "" {
+		host, _ = os.Hostname()
+	}
 	pid := os.Getpid()
 	start, _ := executor.ProcessStart(pid)
 	return Holder{ID: host + ":" + strconv.Itoa(pid) + ":" + strconv.FormatUint(start, 10) + ":" + randomID(), Host: host, PID: pid, PIDStart: start}
@@ -50,8 +71,20 @@ func Self() Holder {
 // process of this host is taken over at once; a live holder makes it return
 // a *LeaseBusyError, or, with wait, poll until the lease is free.
 func AcquireLease(ctx context.Context, st store.Store, h Holder, wait bool) (store.Lease, error) {
+	poll := time.Duration(0)
+	if wait {
+		poll = 200 * time.Millisecond
+	}
+	return acquire(ctx, st, LeaseName, h, poll, nil)
+}
+
+// acquire takes the lease name for h. With poll 0 it tries once (a live
+// holder is a *LeaseBusyError); otherwise it tries every poll until it holds
+// the lease or ctx ends, calling busy (when set) with the holder each time
+// it finds another one.
+func acquire(ctx context.Context, st store.Store, name string, h Holder, poll time.Duration, busy func(store.Lease)) (store.Lease, error) {
 	for {
-		p := store.AcquireLeaseParams{Name: LeaseName, Holder: h.ID, Host: h.Host, PID: h.PID, PIDStart: h.PIDStart, TTL: LeaseTTL, Now: time.Now()}
+		p := store.AcquireLeaseParams{Name: name, Holder: h.ID, Host: h.Host, PID: h.PID, PIDStart: h.PIDStart, TTL: h.ttl(), Now: time.Now()}
 		l, ok, err := st.AcquireLease(ctx, p)
 		if err != nil {
 			return l, fmt.Errorf("acquire lease: %w", err)
@@ -68,24 +101,24 @@ func AcquireLease(ctx context.Context, st store.Store, h Holder, wait bool) (sto
 			}
 			continue
 		}
-		if !wait {
+		if poll <= 0 {
 			return l, &LeaseBusyError{Lease: l}
+		}
+		if busy != nil {
+			busy(l)
 		}
 		select {
 		case <-ctx.Done():
 			return l, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(poll):
 		}
 	}
 }
 
-// OwnerTTL is how long an owner's heartbeat lasts; it is renewed with the lease.
-const OwnerTTL = LeaseTTL
-
 // heartbeat says, in the store, that h is alive: the attempts it owns are
 // not taken over while its heartbeat lasts.
 func heartbeat(ctx context.Context, st store.Store, h Holder) error {
-	return st.Heartbeat(ctx, store.HeartbeatParams{ID: h.ID, Host: h.Host, PID: h.PID, PIDStart: h.PIDStart, TTL: OwnerTTL, Now: time.Now()})
+	return st.Heartbeat(ctx, store.HeartbeatParams{ID: h.ID, Host: h.Host, PID: h.PID, PIDStart: h.PIDStart, TTL: h.ttl(), Now: time.Now()})
 }
 
 func holderAlive(l store.Lease) bool {
@@ -93,24 +126,36 @@ func holderAlive(l store.Lease) bool {
 	return err == nil && (l.PIDStart == 0 || start == l.PIDStart)
 }
 
-// keepLease renews the lease until ctx ends; it calls lost if the lease is
-// lost (another rewind took it after it expired).
-func keepLease(ctx context.Context, st store.Store, h Holder, lost func(error)) {
-	t := time.NewTicker(LeaseTTL / 3)
-	defer t.Stop()
+// keepLease renews the lease name (and, with beat, h's heartbeat) every
+// TTL/3 until ctx ends. A renewal that fails because the state is
+// unavailable is tried again every TTL/10; lost is called when the lease is
+// lost: another rewind took it, or no renewal succeeded for 5/6 of the TTL
+// (so the holder stops before another can take over).
+func keepLease(ctx context.Context, st store.Store, name string, h Holder, beat bool, lost func(error)) {
+	ttl := h.ttl()
+	lastOK := time.Now()
+	wait := ttl / 3
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			err := st.RenewLease(ctx, store.RenewLeaseParams{Name: LeaseName, Holder: h.ID, TTL: LeaseTTL, Now: time.Now()})
-			if err == nil {
-				err = heartbeat(ctx, st, h)
-			}
-			if err != nil && !errors.Is(err, context.Canceled) {
-				lost(err)
-				return
-			}
+		case <-time.After(wait):
+		}
+		now := time.Now()
+		err := st.RenewLease(ctx, store.RenewLeaseParams{Name: name, Holder: h.ID, TTL: ttl, Now: now})
+		if err == nil && beat {
+			err = heartbeat(ctx, st, h)
+		}
+		switch {
+		case err == nil:
+			lastOK, wait = now, ttl/3
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, store.ErrConflict) || time.Since(lastOK) >= ttl*5/6:
+			lost(err)
+			return
+		default:
+			wait = ttl / 10 // the state is unavailable for now: try again soon
 		}
 	}
 }
@@ -118,6 +163,11 @@ func keepLease(ctx context.Context, st store.Store, h Holder, lost func(error)) 
 // ReleaseLease gives the lease up.
 func ReleaseLease(ctx context.Context, st store.Store, h Holder) error {
 	return st.ReleaseLease(ctx, store.ReleaseLeaseParams{Name: LeaseName, Holder: h.ID})
+}
+
+// releaseLease gives the lease name up.
+func releaseLease(ctx context.Context, st store.Store, name string, h Holder) error {
+	return st.ReleaseLease(ctx, store.ReleaseLeaseParams{Name: name, Holder: h.ID})
 }
 
 // randomID is 8 random hex digits: owner ids stay unique when a pid and its

@@ -55,7 +55,14 @@ type proc struct {
 // start starts rewind with args in the workspace without waiting for it.
 func (w *workspace) start(args ...string) *proc {
 	w.t.Helper()
+	return w.startEnv(nil, args...)
+}
+
+// startEnv is start with env (KEY=value) added to the environment.
+func (w *workspace) startEnv(env []string, args ...string) *proc {
+	w.t.Helper()
 	p := &proc{t: w.t, args: args, cmd: w.command(args...), stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		w.t.Fatal(err)

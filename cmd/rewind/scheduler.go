@@ -23,6 +23,7 @@ func newSchedulerCmd(g *globals) *cobra.Command {
 		quiet bool
 		grace time.Duration
 		poll  time.Duration
+		ttl   time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "scheduler [PATH]",
@@ -42,6 +43,14 @@ Between ticks it holds nothing: 'rewind run' from cron keeps working beside
 it, and the state's lease decides who executes; a tick that comes while
 another rewind holds the lease waits for it.
 
+Several schedulers may share one state (PostgreSQL, on several machines):
+exactly one is active, elected by the state's leader lease, and the others
+stand by. The active one renews the lease every --lease-ttl/3; if it dies,
+a standby on the same host (REWIND_HOST, default the host name) takes over
+at once, one on another host within --lease-ttl (plus a second), and
+settles the dead one's attempts: adopted where they still run (a process of
+its host, a Slurm job), otherwise run again.
+
 SIGTERM or SIGINT stops it: nothing new starts, running attempts get
 --grace to end (then they are killed and recorded as interrupted; the
 next scheduler or 'rewind run' runs them again), and it exits with code 0.
@@ -56,6 +65,9 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if grace < 0 {
 				return exitWith(exitUsage, "--grace %s: want a duration of 0 or more", grace)
+			}
+			if ttl < time.Second {
+				return exitWith(exitUsage, "--lease-ttl %s: want a duration of 1s or more", ttl)
 			}
 			if poll <= 0 {
 				return exitWith(exitUsage, "--poll %s: want a duration above 0", poll)
@@ -110,7 +122,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error
 			log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}))
 			err = scheduler.Serve(ctx, scheduler.ServeOptions{
 				Store: st, Path: path, LoadOptions: opts, Workspace: w, Home: homeDir(g),
-				Grace: grace, PollEvery: poll, Reload: reload, Log: log,
+				Grace: grace, PollEvery: poll, Reload: reload, Log: log, LeaseTTL: ttl,
 				OnLoad: out.use,
 				OnWarning: func(msg string) {
 					log.Warn(msg)
@@ -125,6 +137,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error
 	ws.add(c)
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "log only warnings and errors")
 	c.Flags().DurationVar(&grace, "grace", 10*time.Second, "on SIGTERM/SIGINT, how long running attempts get before they are killed")
+	c.Flags().DurationVar(&ttl, "lease-ttl", scheduler.LeaseTTL, "how long the leadership and the attempts' heartbeat last without renewal: a standby takes over within it")
 	c.Flags().DurationVar(&poll, "poll", scheduler.DefaultPollEvery, "how often to look at the pipeline files for changes")
 	return c
 }

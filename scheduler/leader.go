@@ -1,0 +1,100 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/rewind-dev/rewind/store"
+)
+
+// Several `rewind scheduler` processes may share one state (PostgreSQL,
+// on several machines): the leader lease elects the active one, and the
+// others stand by, trying to take it every standbyPoll. The active one
+// renews it every TTL/3; when it dies, a standby of the same host takes it
+// over at once (the holder's pid is gone), one of another host once the
+// lease has expired: within the TTL (plus one poll) of the last renewal.
+//
+// The leader lease elects; it does not fence. Every write of an execution
+// is fenced by the scheduler lease (LeaseName), which the active scheduler
+// takes for each execution, as `rewind run` does: a scheduler that lost the
+// leadership while its execution still ran cannot write once another holds
+// that lease, and the new leader takes the attempts of the dead one over
+// through their owner's heartbeat (or their Slurm job ids).
+
+// LeaderLeaseName is the lease that elects the active `rewind scheduler`.
+const LeaderLeaseName = "leader"
+
+// standbyPoll is how often a standby scheduler tries to take the leadership.
+func standbyPoll(ttl time.Duration) time.Duration {
+	return min(time.Second, max(ttl/10, 50*time.Millisecond))
+}
+
+// loop stands by until this scheduler is elected, leads until ctx ends or
+// the leadership is lost, and stands by again after a loss.
+func (s *server) loop(ctx context.Context) error {
+	h := *s.o.Holder
+	s.log.Info("scheduler started", "path", s.o.Path, "pipelines", len(s.ws.Pipelines), "host", h.Host, "pid", h.PID, "lease_ttl", h.ttl())
+	defer s.log.Info("scheduler stopped")
+	for {
+		lease, ok := s.elect(ctx, h)
+		if !ok {
+			return nil
+		}
+		s.log.Info("active: this scheduler leads", "generation", lease.Generation)
+		leadCtx, lose := context.WithCancelCause(ctx)
+		renewed := make(chan struct{})
+		go func() {
+			defer close(renewed)
+			keepLease(leadCtx, s.o.Store, LeaderLeaseName, h, false, func(err error) {
+				lose(&lostLeadership{err})
+			})
+		}()
+		s.lead(leadCtx)
+		lose(nil)
+		<-renewed
+		if ctx.Err() != nil {
+			// Stopped: a standby takes over at once, not after the TTL.
+			_ = releaseLease(context.WithoutCancel(ctx), s.o.Store, LeaderLeaseName, h)
+			return nil
+		}
+		s.log.Error("lost the leadership: standing by", "error", context.Cause(leadCtx))
+	}
+}
+
+// lostLeadership is the cause of the end of a leadership that was lost.
+type lostLeadership struct{ err error }
+
+func (e *lostLeadership) Error() string { return "lost the leader lease: " + e.err.Error() }
+func (e *lostLeadership) Unwrap() error { return e.err }
+
+// elect returns once h holds the leader lease (false when ctx ended first).
+// While another scheduler leads it logs, once per leader, that it stands
+// by; a state it cannot reach is tried again.
+func (s *server) elect(ctx context.Context, h Holder) (store.Lease, bool) {
+	poll := standbyPoll(h.ttl())
+	var leader string
+	for {
+		l, err := acquire(ctx, s.o.Store, LeaderLeaseName, h, poll, func(l store.Lease) {
+			if l.Holder != leader {
+				leader = l.Holder
+				s.log.Info("standing by: another scheduler leads", "host", l.Host, "pid", l.PID, "until", l.ExpiresAt.Format(time.RFC3339))
+			}
+		})
+		if err == nil {
+			return l, true
+		}
+		if ctx.Err() != nil {
+			return l, false
+		}
+		var busy *LeaseBusyError
+		if !errors.As(err, &busy) {
+			s.log.Error("cannot reach the state: trying again", "error", err, "in", serveRetryEvery)
+		}
+		select {
+		case <-ctx.Done():
+			return l, false
+		case <-time.After(serveRetryEvery):
+		}
+	}
+}
