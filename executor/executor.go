@@ -125,6 +125,9 @@ type Result struct {
 	// NoStatus (AdoptWait only): the attempt's processes are gone and wrote
 	// no exit status: the attempt is lost.
 	NoStatus bool
+	// Left (Slurm jobs waited for with Leave): rewind stopped waiting and
+	// the job runs on; its outcome is not known yet.
+	Left     bool
 	Duration time.Duration
 }
 

@@ -38,6 +38,9 @@ type SlurmJob struct {
 	Name string
 	// Poll is how often the job's state is read (default 1s).
 	Poll time.Duration
+	// Leave: a cancelled ctx stops Wait without cancelling the job (see
+	// SlurmAdoptSpec.Leave).
+	Leave bool
 }
 
 // SlurmHandle is a submitted job.
@@ -207,7 +210,7 @@ func (h *SlurmHandle) Wait(ctx context.Context) Result {
 	return AdoptSlurm(ctx, SlurmAdoptSpec{
 		JobID: h.JobID, LogPath: h.spec.LogPath, Nonce: h.spec.Nonce,
 		Timeout: h.spec.Timeout, MemoryLimit: h.spec.MemoryLimit, Grace: h.spec.Grace,
-		Poll: h.job.Poll, submitted: h.start,
+		Poll: h.job.Poll, Leave: h.job.Leave, submitted: h.start,
 	})
 }
 
@@ -224,7 +227,12 @@ type SlurmAdoptSpec struct {
 	MemoryLimit int64
 	Grace       time.Duration
 	Poll        time.Duration
-	submitted   time.Time
+	// Leave: when ctx is cancelled, the job is left to Slurm (not
+	// scancelled) and AdoptSlurm returns at once with Result.Left; the
+	// next rewind adopts it by its job id. Its own timeout is then the
+	// next rewind's to enforce (and Slurm's --time, as a backstop).
+	Leave     bool
+	submitted time.Time
 }
 
 // slurmJob is what `scontrol show job` says of a job.
@@ -368,6 +376,9 @@ func AdoptSlurm(ctx context.Context, a SlurmAdoptSpec) Result {
 				AppendLine(a.LogPath, fmt.Sprintf("rewind: attempt timed out after %s; Slurm job %s cancelled", a.Timeout, a.JobID))
 			}
 		case <-ctx.Done():
+			if a.Leave && !stopped {
+				return Result{Left: true, Duration: time.Since(firstNonZero(started, begin))}
+			}
 			if !stopped {
 				stopped, res.Interrupted = true, true
 				a.cancel(bg)

@@ -56,6 +56,7 @@ func (e *engine) startAll(ctx context.Context, claimed []claim) error {
 			// recorded in place of a pid, and recovery adopts it by that id.
 			sh, err := executor.SubmitSlurm(bg, spec, executor.SlurmJob{
 				Partition: pl.Partition, Name: e.slurmJobName(c.node, c.attempt), Poll: slurmPoll,
+				Leave: e.o.LeaveSlurmJobs,
 			})
 			if err != nil {
 				failed = append(failed, e.launchError(c.attempt, err))
@@ -125,6 +126,12 @@ func (e *engine) release(c completion) {
 // record writes how an attempt ended and moves its task instance (guarded
 // on the attempt's try); the copy follows what the store accepted.
 func (e *engine) record(ctx context.Context, c completion) error {
+	if c.res.Left {
+		// A Slurm job this execution stopped waiting for: it stays running
+		// in the state, and the next rewind adopts it by its job id.
+		e.log.Info("leaving a Slurm job running: the next rewind adopts it", "attempt", c.attempt.ID, "try", c.attempt.TryNumber, "job", c.attempt.JobID)
+		return nil
+	}
 	n := e.cache.byTI[c.attempt.TaskInstanceID]
 	var task *dsl.Task
 	failures := 0

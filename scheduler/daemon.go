@@ -287,7 +287,7 @@ func (s *server) execute(ctx context.Context, all bool, names []string) bool {
 	now := s.o.Clock()
 	sum, err := Run(ctx, Options{
 		Store: s.o.Store, Workspace: s.ws, Pipelines: sel, Clock: s.o.Clock,
-		RefreshEvery: s.o.RefreshEvery, Home: s.o.Home, Wait: true, Grace: s.o.Grace,
+		RefreshEvery: s.o.RefreshEvery, Home: s.o.Home, Wait: true, Grace: s.o.Grace, LeaveSlurmJobs: true,
 		OnWarning: s.o.OnWarning, Log: s.log, Holder: s.o.Holder,
 	})
 	if s.o.OnRun != nil {

@@ -75,6 +75,11 @@ type Options struct {
 	Wait bool
 	// Grace is how long running attempts get to stop on interrupt (default 10s).
 	Grace time.Duration
+	// LeaveSlurmJobs: on interrupt, attempts that run as Slurm jobs are
+	// not cancelled: they stay running, in Slurm and in the state, and the
+	// next rewind adopts them by their job ids (rewind scheduler, whose
+	// stop is a restart or a handover). Without it they are scancelled.
+	LeaveSlurmJobs bool
 	// Backfill, when set, also executes the runs of that backfill (of its
 	// pipeline, which must be selected). Without it, runs of backfills are
 	// left alone: only `rewind backfill apply` runs them.

@@ -261,7 +261,7 @@ func (e *engine) takeOverSlurm(ctx context.Context, a store.RunningAttempt, inSc
 	}
 	n := e.cache.byTI[a.TaskInstanceID]
 	e.log.Info("adopting the Slurm job of a previous rewind", "pipeline", a.Pipeline, "task", a.Task, "try", a.TryNumber, "job", jobID)
-	spec := executor.SlurmAdoptSpec{JobID: jobID, LogPath: a.LogPath, Nonce: a.Nonce, Grace: e.o.Grace, Poll: slurmPoll}
+	spec := executor.SlurmAdoptSpec{JobID: jobID, LogPath: a.LogPath, Nonce: a.Nonce, Grace: e.o.Grace, Poll: slurmPoll, Leave: e.o.LeaveSlurmJobs}
 	if n != nil && n.task != nil {
 		spec.Timeout = n.task.Timeout
 	}

@@ -122,3 +122,77 @@ pipeline "p" {
 		t.Errorf("log of the oom attempt (%v):\n%s", err, b)
 	}
 }
+
+// 30 daily runs on a Slurm pool, Black Friday routed by the skew rule to
+// the pool on the "large" partition: Slurm says (scontrol show job) that
+// the hot date's job ran in "large" and every other date's in the default
+// partition, and the job's own environment agrees.
+func TestSlurmBlackFridayInLargePartition(t *testing.T) {
+	part := needSlurm(t)
+	e := newEnv(t, fmt.Sprintf(`
+pool "default" {
+  executor  = "slurm"
+  partition = %q
+  memory    = "64MiB"
+  cpus      = 1
+  slots     = 8
+}
+pool "large" {
+  executor  = "slurm"
+  partition = "large"
+  memory    = "256MiB"
+  cpus      = 2
+  slots     = 2
+}
+pipeline "sales" {
+  schedule        = "@daily"
+  start_date      = "2025-11-10"
+  end_date        = "2025-12-09"
+  max_active_runs = 8
+  skew {
+    hot_when = run.month == 11 && run.weekday == "Friday" && run.day >= 23
+    pool     = "large"
+  }
+  task "aggregate" {
+    timeout = "5m"
+    command = "echo \"$REWIND_DS $REWIND_POOL $SLURM_JOB_PARTITION $SLURM_CPUS_PER_TASK\" >> where.log"
+  }
+}
+`, part))
+	sum := e.run(scheduler.Options{Now: utc("2025-12-10T00:00:00Z")})
+	if sum.Failed() || len(sum.Finished) != 30 {
+		t.Fatalf("%d runs finished, failed %v: %+v", len(sum.Finished), sum.Failed(), sum)
+	}
+	env := map[string]string{}
+	for _, l := range e.events("where.log") {
+		ds, rest, _ := strings.Cut(l, " ")
+		env[ds] = rest
+	}
+	runs := e.runs("sales")
+	if len(runs) != 30 {
+		t.Fatalf("%d runs, want 30", len(runs))
+	}
+	for _, r := range runs {
+		ds := r.LogicalDate.Format("2006-01-02")
+		pool, partition, cpus := "default", part, "1"
+		if ds == "2025-11-28" {
+			pool, partition, cpus = "large", "large", "2"
+		}
+		a := r.Tasks[0].Attempts
+		if len(a) != 1 || a[0].State != store.AttemptSuccess || a[0].Pool != pool || a[0].JobID == "" {
+			t.Errorf("%s: attempts %+v; want one success in %s with a job id", ds, a, pool)
+			continue
+		}
+		out, err := exec.Command("scontrol", "show", "job", "-o", a[0].JobID).CombinedOutput()
+		if err != nil {
+			t.Errorf("%s: scontrol show job %s: %v %s", ds, a[0].JobID, err, out)
+			continue
+		}
+		if !strings.Contains(string(out), " Partition="+partition+" ") {
+			t.Errorf("%s: job %s did not run in %s: %s", ds, a[0].JobID, partition, out)
+		}
+		if want := pool + " " + partition + " " + cpus; env[ds] != want {
+			t.Errorf("%s: the job's environment says %q, want %q", ds, env[ds], want)
+		}
+	}
+}

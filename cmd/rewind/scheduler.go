@@ -54,6 +54,9 @@ its host, a Slurm job), otherwise run again.
 SIGTERM or SIGINT stops it: nothing new starts, running attempts get
 --grace to end (then they are killed and recorded as interrupted; the
 next scheduler or 'rewind run' runs them again), and it exits with code 0.
+Attempts that run as Slurm jobs are not cancelled: they run on, and the
+next scheduler adopts them by their job ids ('rewind run' interrupted
+scancels its jobs).
 
 Log lines go to stderr (--quiet: warnings and errors only).
 

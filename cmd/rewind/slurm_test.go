@@ -1,0 +1,210 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// slurmPartition is the default partition of the test cluster
+// ($REWIND_TEST_SLURM, from .ci/slurm.sh start); the test is skipped
+// without it unless CI is set.
+func slurmPartition(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv("REWIND_TEST_SLURM")
+	if p == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI is set but REWIND_TEST_SLURM is not: start Slurm with .ci/slurm.sh start")
+		}
+		t.Skip("REWIND_TEST_SLURM is unset (eval \"$(.ci/slurm.sh start)\" to run the Slurm tests)")
+	}
+	return p
+}
+
+// slurmJobs are the ids of the Slurm jobs (finished ones included: the
+// test cluster keeps them for an hour) whose name starts with prefix.
+func slurmJobs(t *testing.T, prefix string) []string {
+	t.Helper()
+	out, err := exec.Command("scontrol", "show", "job", "-o").CombinedOutput()
+	if err != nil && !strings.Contains(string(out), "No jobs") {
+		t.Fatalf("scontrol show job: %v %s", err, out)
+	}
+	var ids []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if !strings.Contains(l, " JobName="+prefix) {
+			continue
+		}
+		for _, f := range strings.Fields(l) {
+			if id, ok := strings.CutPrefix(f, "JobId="); ok {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
+}
+
+// kill -9 of `rewind scheduler` while 8 attempts run as Slurm jobs: the
+// jobs keep running in Slurm, and the next scheduler adopts each by its job
+// id (nothing is submitted again) and records the outcome each job really
+// had: 7 successes and one exit 3.
+func TestSchedulerKilledSlurmJobsAdopted(t *testing.T) {
+	part := slurmPartition(t)
+	t.Parallel()
+	name := fmt.Sprintf("adopt%d", time.Now().UnixNano()%1e9)
+	w := newWorkspace(t, map[string]string{"main.hcl": fmt.Sprintf(`
+pool "cluster" {
+  executor  = "slurm"
+  partition = %q
+  memory    = "64MiB"
+  cpus      = 1
+  slots     = 8
+}
+pipeline %q {
+  schedule        = "@daily"
+  start_date      = "2025-07-01"
+  end_date        = "2025-07-08"
+  max_active_runs = 8
+  task "t" {
+    pool    = "cluster"
+    timeout = "10m"
+    command = <<-EOT
+      echo "$REWIND_DS $SLURM_JOB_ID" >> started.log
+      while [ ! -e release ]; do sleep 0.2; done
+      echo "$REWIND_DS" >> ended.log
+      if [ "$REWIND_DS" = 2025-07-03 ]; then exit 3; fi
+    EOT
+  }
+}
+`, part, name)})
+	first := w.start("scheduler", "--poll", "100ms")
+	waitFor(t, "8 Slurm jobs to run", func() bool { return len(w.lines("started.log")) == 8 })
+	first.kill9()
+	jobs := slurmJobs(t, "rewind:"+name+":")
+	if len(jobs) != 8 {
+		t.Fatalf("%d Slurm jobs after the kill, want 8: %v", len(jobs), jobs)
+	}
+
+	second := w.start("scheduler", "--poll", "100ms")
+	waitFor(t, "the 8 jobs to be adopted", func() bool {
+		return strings.Count(second.stderr.String(), "adopting the Slurm job of a previous rewind") == 8
+	})
+	w.touch("release")
+	waitFor(t, "the 8 runs to finish", func() bool {
+		done := 0
+		for _, r := range w.runsJSON() {
+			if r.State == "success" || r.State == "failed" {
+				done++
+			}
+		}
+		return done == 8
+	})
+	second.signal(syscall.SIGTERM)
+	if code := second.wait(); code != 0 {
+		t.Fatalf("exit %d after SIGTERM\n%s", code, second.stderr.String())
+	}
+	if after := slurmJobs(t, "rewind:"+name+":"); len(after) != 8 {
+		t.Errorf("%d Slurm jobs in all, want the 8 adopted ones (none submitted again): %v", len(after), after)
+	}
+	jobOf := map[string]string{}
+	for _, l := range w.lines("started.log") {
+		ds, id, _ := strings.Cut(l, " ")
+		jobOf[ds] = id
+	}
+	for _, r := range w.runsJSON() {
+		ti := r.Tasks[0]
+		want, code := "success", 0
+		if r.DS == "2025-07-03" {
+			want, code = "failed", 3
+		}
+		if r.State != want || len(ti.Attempts) != 1 {
+			t.Errorf("%s: run %s with attempts %+v; want %s with its one attempt", r.DS, r.State, ti.Attempts, want)
+			continue
+		}
+		a := ti.Attempts[0]
+		if a.ExitCode == nil || *a.ExitCode != code {
+			t.Errorf("%s: exit code %v, want %d (the job's own)", r.DS, a.ExitCode, code)
+		}
+		b, err := os.ReadFile(a.LogPath)
+		if err != nil || !strings.Contains(string(b), jobOf[r.DS]) {
+			t.Errorf("%s: the attempt's log does not name its Slurm job %s (%v):\n%s", r.DS, jobOf[r.DS], err, b)
+		}
+	}
+	if n := len(w.lines("ended.log")); n != 8 {
+		t.Errorf("%d jobs ran to their end, want 8", n)
+	}
+}
+
+// SIGTERM stops `rewind scheduler` without cancelling its Slurm jobs: they
+// run on (a restart or a handover does not lose hours of cluster work),
+// and the next scheduler adopts them by job id and records their outcome.
+func TestSchedulerStopLeavesSlurmJobs(t *testing.T) {
+	part := slurmPartition(t)
+	t.Parallel()
+	name := fmt.Sprintf("leave%d", time.Now().UnixNano()%1e9)
+	w := newWorkspace(t, map[string]string{"main.hcl": fmt.Sprintf(`
+pool "cluster" {
+  executor  = "slurm"
+  partition = %q
+  memory    = "64MiB"
+  slots     = 2
+}
+pipeline %q {
+  schedule   = "@daily"
+  start_date = "2025-07-01"
+  end_date   = "2025-07-02"
+  task "t" {
+    pool    = "cluster"
+    command = <<-EOT
+      echo "$REWIND_DS" >> started.log
+      while [ ! -e release ]; do sleep 0.2; done
+      echo "$REWIND_DS" >> ended.log
+    EOT
+  }
+}
+`, part, name)})
+	first := w.start("scheduler", "--poll", "100ms")
+	waitFor(t, "2 Slurm jobs to run", func() bool { return len(w.lines("started.log")) == 2 })
+	first.signal(syscall.SIGTERM)
+	if code := first.wait(); code != 0 {
+		t.Fatalf("exit %d after SIGTERM\n%s", code, first.stderr.String())
+	}
+	if n := strings.Count(first.stderr.String(), "leaving a Slurm job running"); n != 2 {
+		t.Fatalf("%d jobs left running, want 2:\n%s", n, first.stderr.String())
+	}
+	for _, id := range slurmJobs(t, "rewind:"+name+":") {
+		out, _ := exec.Command("scontrol", "show", "job", "-o", id).CombinedOutput()
+		if !strings.Contains(string(out), "JobState=RUNNING") {
+			t.Errorf("job %s is not running after the scheduler stopped: %s", id, out)
+		}
+	}
+	second := w.start("scheduler", "--poll", "100ms")
+	waitFor(t, "the 2 jobs to be adopted", func() bool {
+		return strings.Count(second.stderr.String(), "adopting the Slurm job of a previous rewind") == 2
+	})
+	w.touch("release")
+	waitFor(t, "the 2 runs to succeed", func() bool {
+		n := 0
+		for _, r := range w.runsJSON() {
+			if r.State == "success" {
+				n++
+			}
+		}
+		return n == 2
+	})
+	second.signal(syscall.SIGTERM)
+	if code := second.wait(); code != 0 {
+		t.Fatalf("exit %d after SIGTERM\n%s", code, second.stderr.String())
+	}
+	if jobs := slurmJobs(t, "rewind:"+name+":"); len(jobs) != 2 {
+		t.Errorf("%d Slurm jobs, want the 2 first ones: %v", len(jobs), jobs)
+	}
+	for _, r := range w.runsJSON() {
+		if a := r.Tasks[0].Attempts; len(a) != 1 || a[0].State != "success" {
+			t.Errorf("%s: attempts %+v, want its one attempt, success", r.DS, a)
+		}
+	}
+}
