@@ -157,6 +157,11 @@ func (e *engine) takeOver(ctx context.Context, a store.RunningAttempt, inScope b
 		}
 		return nil
 	}
+	if c.noStatus {
+		e.log.Info("an attempt of a rewind that died is lost: it runs again", "pipeline", a.Pipeline, "task", a.Task, "try", a.TryNumber, "host", a.Host)
+	} else {
+		e.log.Info("recording the exit of an attempt of a rewind that died", "pipeline", a.Pipeline, "task", a.Task, "try", a.TryNumber, "exit_code", *c.res.ExitCode)
+	}
 	e.progress.Attempts++
 	return e.record(bg, c)
 }

@@ -39,7 +39,7 @@ func TestSlurmPoolRunsAndEscalates(t *testing.T) {
 pool "small" {
   executor        = "slurm"
   partition       = %q
-  memory          = "50MiB"
+  memory          = "100MiB"
   slots           = 4
   oom_escalate_to = "large"
 }
