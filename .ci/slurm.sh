@@ -107,6 +107,9 @@ JobAcctGatherParams=OverMemoryKill
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 SchedulerType=sched/backfill
+# schedule a batch job at its submission, not up to 3 s later (the default
+# batch_sched_delay, meant for clusters that take thousands of jobs a second)
+SchedulerParameters=batch_sched_delay=0
 SlurmdParameters=config_overrides
 ReturnToService=2
 MinJobAge=3600

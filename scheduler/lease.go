@@ -129,8 +129,9 @@ func holderAlive(l store.Lease) bool {
 // keepLease renews the lease name (and, with beat, h's heartbeat) every
 // TTL/3 until ctx ends. A renewal that fails because the state is
 // unavailable is tried again every TTL/10; lost is called when the lease is
-// lost: another rewind took it, or no renewal succeeded for 5/6 of the TTL
-// (so the holder stops before another can take over).
+// lost: another rewind took it, or no renewal succeeded for half the TTL
+// (so the holder stops, and its attempts get their grace period, before
+// another can take over).
 func keepLease(ctx context.Context, st store.Store, name string, h Holder, beat bool, lost func(error)) {
 	ttl := h.ttl()
 	lastOK := time.Now()
@@ -151,7 +152,7 @@ func keepLease(ctx context.Context, st store.Store, name string, h Holder, beat 
 			lastOK, wait = now, ttl/3
 		case ctx.Err() != nil:
 			return
-		case errors.Is(err, store.ErrConflict) || time.Since(lastOK) >= ttl*5/6:
+		case errors.Is(err, store.ErrConflict) || time.Since(lastOK) >= ttl/2:
 			lost(err)
 			return
 		default:

@@ -1,0 +1,109 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rewind-dev/rewind/store"
+)
+
+// flakyRenew is a store whose next RenewLease calls fail with an
+// unavailable state: as many as budget says (a negative budget: all).
+type flakyRenew struct {
+	store.Store
+	budget atomic.Int32
+	fails  atomic.Int32
+}
+
+var errUnreachable = fmt.Errorf("dial tcp 10.0.0.5:5432: connect: connection refused")
+
+func (f *flakyRenew) RenewLease(ctx context.Context, p store.RenewLeaseParams) error {
+	if f.budget.Load() != 0 {
+		f.budget.Add(-1)
+		f.fails.Add(1)
+		return errUnreachable
+	}
+	return f.Store.RenewLease(ctx, p)
+}
+
+func openTestStore(t *testing.T) store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// A state that cannot be reached for a while does not lose the lease: the
+// renewal is tried again until it works. One that stays unreachable loses
+// it after half the TTL without a renewal, before the lease expires; and a
+// lease taken by another holder is lost at the next renewal.
+func TestKeepLease(t *testing.T) {
+	ttl := 3 * time.Second
+	h := Holder{ID: "me", Host: "here", PID: 1, TTL: ttl}
+	for _, c := range []struct {
+		name string
+		run  func(t *testing.T, f *flakyRenew, lost <-chan error)
+	}{
+		{"brief outage", func(t *testing.T, f *flakyRenew, lost <-chan error) {
+			// One renewal fails; the next try, TTL/10 later, works.
+			f.budget.Store(1)
+			select {
+			case err := <-lost:
+				t.Fatalf("lost after a brief outage: %v", err)
+			case <-time.After(ttl):
+			}
+			if f.fails.Load() != 1 {
+				t.Fatalf("%d failed renewals, want 1", f.fails.Load())
+			}
+		}},
+		{"long outage", func(t *testing.T, f *flakyRenew, lost <-chan error) {
+			f.budget.Store(-1)
+			select {
+			case err := <-lost:
+				if !errors.Is(err, errUnreachable) {
+					t.Fatalf("lost with %v, want the state's error", err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("the lease was never reported lost")
+			}
+		}},
+		{"taken", func(t *testing.T, f *flakyRenew, lost <-chan error) {
+			p := store.AcquireLeaseParams{Name: LeaderLeaseName, Holder: "thief", Host: "there", PID: 2, TTL: ttl, Now: time.Now(), Stale: "me"}
+			if _, ok, err := f.Store.AcquireLease(context.Background(), p); err != nil || !ok {
+				t.Fatalf("take: %v %v", ok, err)
+			}
+			select {
+			case err := <-lost:
+				if !errors.Is(err, store.ErrConflict) {
+					t.Fatalf("lost with %v, want ErrConflict", err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("the lease was never reported lost")
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f := &flakyRenew{Store: openTestStore(t)}
+			if _, err := acquire(context.Background(), f, LeaderLeaseName, h, 0, nil); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			lost := make(chan error, 1)
+			var wg sync.WaitGroup
+			wg.Go(func() { keepLease(ctx, f, LeaderLeaseName, h, false, func(err error) { lost <- err }) })
+			c.run(t, f, lost)
+			cancel()
+			wg.Wait()
+		})
+	}
+}
