@@ -92,3 +92,53 @@ pipeline "hourly" {
 		b.StartTimer()
 	}
 }
+
+// BenchmarkTick is one tick of a scheduler (rewind scheduler, or the
+// nightly rewind run): the execution that runs the one newly due interval
+// of an hourly pipeline, after a day of finished runs (the baseline) and
+// after a year of them. A tick costs what is due, not the history: the two
+// are the same within noise.
+func BenchmarkTick(b *testing.B) {
+	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, history := range []int{24, 8760} {
+		b.Run(fmt.Sprintf("history=%d", history), func(b *testing.B) {
+			dir := b.TempDir()
+			hcl := `
+pipeline "hourly" {
+  schedule        = "@hourly"
+  start_date      = "2025-01-01"
+  max_active_runs = 16
+  task "t" { command = ["true"] }
+}`
+			if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(hcl), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			ws, diags := dsl.Load(dir, dsl.LoadOptions{})
+			if diags.HasErrors() {
+				b.Fatal(diags.Error())
+			}
+			st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(dir, "state.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			now := start.Add(time.Duration(history) * time.Hour)
+			run := func() *scheduler.Summary {
+				sum, err := scheduler.Run(context.Background(), scheduler.Options{Store: st, Workspace: ws, Home: dir, Now: now, Catchup: true})
+				if err != nil || sum.Failed() {
+					b.Fatalf("err %v, failed %v", err, sum != nil && sum.Failed())
+				}
+				return sum
+			}
+			if sum := run(); len(sum.Finished) != history {
+				b.Fatalf("history: %d runs, want %d", len(sum.Finished), history)
+			}
+			for b.Loop() {
+				now = now.Add(time.Hour)
+				if sum := run(); len(sum.Finished) != 1 {
+					b.Fatalf("a tick ran %d runs, want 1", len(sum.Finished))
+				}
+			}
+		})
+	}
+}

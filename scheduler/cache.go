@@ -147,19 +147,6 @@ func (c *cache) load(ctx context.Context) error {
 			}
 		}
 	}
-	for _, p := range c.order {
-		if p.medians != nil || !p.hasWork() {
-			continue
-		}
-		durations, err := st.TaskDurations(ctx, store.TaskDurationsParams{Pipeline: p.def.Name, Limit: 500})
-		if err != nil {
-			return err
-		}
-		p.medians = map[string]time.Duration{}
-		for task, ds := range durations {
-			p.medians[task] = medianDuration(ds)
-		}
-	}
 	outbox, err := st.ListOutbox(ctx, c.names())
 	if err != nil {
 		return err

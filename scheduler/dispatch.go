@@ -530,10 +530,33 @@ func (e *engine) routeOf(n *tiNode) Route {
 		if sk := n.task.EffectiveSkew(p.def); sk != nil {
 			probe = e.probes[sk]
 		}
-		rt := routeTask(e.o.Workspace, p.def, n.task, e.runVars(n.run), probe, history{attempts: n.hist, median: p.medians[n.task.Name]})
+		h := history{attempts: n.hist}
+		if len(n.hist) > 0 && n.task.EffectiveSkew(p.def) != nil {
+			h.median = e.median(p, n.task.Name)
+		}
+		rt := routeTask(e.o.Workspace, p.def, n.task, e.runVars(n.run), probe, h)
 		n.route = &rt
 	}
 	return *n.route
+}
+
+// median is the median duration of the task's recent successful attempts.
+// The pipeline's are read from the state the first time a route needs one
+// (a date that runs again, of a task with a skew block), so that a tick
+// that needs no history reads none.
+func (e *engine) median(p *pipe, task string) time.Duration {
+	if p.medians == nil {
+		durations, err := e.st.TaskDurations(context.Background(), store.TaskDurationsParams{Pipeline: p.def.Name, Limit: 500})
+		if err != nil {
+			e.log.Warn("cannot read the durations of past attempts: routing without them", "pipeline", p.def.Name, "error", err)
+			return 0
+		}
+		p.medians = map[string]time.Duration{}
+		for t, ds := range durations {
+			p.medians[t] = medianDuration(ds)
+		}
+	}
+	return p.medians[task]
 }
 
 // runProbes measures, with each skew probe, every date about to run.

@@ -416,11 +416,11 @@ func (s *pgStore) TaskDurations(ctx context.Context, p TaskDurationsParams) (map
 		SELECT task, d FROM (
 			SELECT ti.task AS task, a.ended_at - a.started_at AS d,
 			       ROW_NUMBER() OVER (PARTITION BY ti.task ORDER BY a.ended_at DESC) AS n
-			FROM attempts a
-			JOIN task_instances ti ON ti.id = a.task_instance_id
-			JOIN runs r ON r.id = ti.run_id
-			WHERE r.pipeline = $1 AND a.state = 'success' AND a.ended_at IS NOT NULL
-		) AS x WHERE n <= $2 ORDER BY task COLLATE "C", n`, p.Pipeline, p.Limit)
+			FROM (SELECT id FROM runs WHERE pipeline = $1 ORDER BY logical_unix DESC LIMIT $3) AS r
+			JOIN task_instances ti ON ti.run_id = r.id
+			JOIN attempts a ON a.task_instance_id = ti.id
+			WHERE a.state = 'success' AND a.ended_at IS NOT NULL
+		) AS x WHERE n <= $2 ORDER BY task COLLATE "C", n`, p.Pipeline, p.Limit, TaskDurationsRuns(p.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("store: task durations of %s: %w", p.Pipeline, err)
 	}

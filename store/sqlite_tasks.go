@@ -396,30 +396,29 @@ func (s *sqliteStore) ClearTasks(ctx context.Context, p ClearTasksParams) (int, 
 	return cleared, nil
 }
 
-// taskDurationsSQL reads the pipeline's successful attempts through its
-// runs (the pipeline, logical_unix key), their task instances (the run_id,
-// task key) and attempts_task_state, which holds state and times: every step
-// is a covering index search, and the cost is the pipeline's own attempts,
-// never a scan of every attempt of the state.
+// taskDurationsSQL reads the successful attempts of the pipeline's latest
+// runs (the pipeline, logical_unix key, newest first, at most
+// TaskDurationsRuns(limit)), through their task instances (the run_id, task
+// key) and attempts_task_state, which holds state and times: every step is
+// a covering index search, and the cost is bounded by the limit, whatever
+// the pipeline's history.
 const taskDurationsSQL = `
 	SELECT task, d FROM (
 		SELECT ti.task AS task, a.ended_at - a.started_at AS d,
 		       ROW_NUMBER() OVER (PARTITION BY ti.task ORDER BY a.ended_at DESC, a.id DESC) AS n
-		FROM runs r
-		JOIN task_instances ti ON ti.run_id = r.id
+		FROM (SELECT id FROM runs WHERE pipeline = ? ORDER BY logical_unix DESC LIMIT ?) latest
+		JOIN task_instances ti ON ti.run_id = latest.id
 		JOIN attempts a ON a.task_instance_id = ti.id
-		WHERE r.pipeline = ? AND a.state = 'success' AND a.ended_at IS NOT NULL
+		WHERE a.state = 'success' AND a.ended_at IS NOT NULL
 	) durations WHERE n <= ? ORDER BY task, n`
 
-// TaskDurations returns the latest successful attempts' durations per task
-// of a pipeline (taskDurationsSQL).
 func (s *sqliteStore) TaskDurations(ctx context.Context, p TaskDurationsParams) (map[string][]time.Duration, error) {
 	if p.Limit <= 0 {
 		p.Limit = 1000
 	}
 	out := map[string][]time.Duration{}
 	err := s.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, taskDurationsSQL, p.Pipeline, p.Limit)
+		rows, err := tx.QueryContext(ctx, taskDurationsSQL, p.Pipeline, TaskDurationsRuns(p.Limit), p.Limit)
 		if err != nil {
 			return fmt.Errorf("store: task durations of %s: %w", p.Pipeline, err)
 		}

@@ -518,6 +518,10 @@ type (
 	}
 	// TaskDurationsParams asks for the durations of the latest successful
 	// attempts of each task of a pipeline, at most Limit per task.
+	// TaskDurationsParams select the durations of a pipeline's latest
+	// successful attempts: at most Limit per task (default 1000), newest
+	// first, among the attempts of its latest TaskDurationsRuns(Limit) runs
+	// by logical date, so that the cost does not grow with the history.
 	TaskDurationsParams struct {
 		Pipeline string
 		Limit    int
@@ -680,7 +684,7 @@ type Store interface {
 	ClearTasks(ctx context.Context, p ClearTasksParams) (int, error)
 	// TaskDurations returns, per task, how long its latest successful
 	// attempts ran (newest first): the history that finds slow dates. It
-	// costs the pipeline's own attempts, not the state's.
+	// costs the limit's worth of the pipeline's latest runs, not its history.
 	TaskDurations(ctx context.Context, p TaskDurationsParams) (map[string][]time.Duration, error)
 
 	// Heartbeat upserts the owner row {id, host, pid, pid_start,
@@ -792,3 +796,13 @@ func IsUnavailable(err error) bool {
 // returns known = false for an error it does not recognise. Backends append
 // to it in an init function.
 var unavailableClassifiers []func(err error) (unavailable, known bool)
+
+// TaskDurationsRuns is how many of a pipeline's latest runs TaskDurations
+// looks at for a limit of limit durations per task: twice as many, so that
+// failed runs and retries leave enough successes.
+func TaskDurationsRuns(limit int) int {
+	if limit <= 0 {
+		limit = 1000
+	}
+	return 2 * limit
+}

@@ -100,6 +100,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Outbox", testOutbox},
 		{"CompleteCommitOfAClearedRun", testCompleteCommitCleared},
 		{"TaskDurationsOnlyThePipeline", testTaskDurationsOtherPipeline},
+		{"TaskDurationsLatestRuns", testTaskDurationsLatestRuns},
 		{"ConcurrentClaimReady", func(t *testing.T, st store.Store) { ClaimReadyRace(t, []store.Store{st}, 4) }},
 		{"ConcurrentFencedWriters", func(t *testing.T, st store.Store) { FenceRace(t, st, st) }},
 		{"ConcurrentCommits", func(t *testing.T, st store.Store) { CommitRace(t, []store.Store{st}, 4) }},
@@ -3191,6 +3192,36 @@ func testTaskDurationsOtherPipeline(t *testing.T, st store.Store) {
 	}
 	if got, err := st.TaskDurations(ctx, store.TaskDurationsParams{Pipeline: "nope"}); err != nil || len(got) != 0 {
 		t.Errorf("TaskDurations(nope) = %v, %v", got, err)
+	}
+}
+
+// TaskDurations looks at the pipeline's latest TaskDurationsRuns(Limit)
+// runs by logical date, not at its whole history: its cost is bounded.
+func testTaskDurationsLatestRuns(t *testing.T, st store.Store) {
+	const limit = 1
+	n := store.TaskDurationsRuns(limit) + 2
+	runs := materialize(t, st, "p", store.KindScheduled, daily(time.UTC, date(2025, 7, 1), n), "a")
+	for i, r := range runs {
+		a := claim(t, st, r.Tasks[0].ID)
+		state, task := store.AttemptFailed, store.TaskFailed
+		if i < 2 || i == n-1 {
+			state, task = store.AttemptSuccess, store.TaskSuccess // the two oldest, and the newest
+		}
+		if err := st.FinishAttempt(ctx, store.FinishAttemptParams{AttemptID: a.ID, State: state, TaskState: task, Now: now.Add(time.Duration(i+1) * time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := st.TaskDurations(ctx, store.TaskDurationsParams{Pipeline: "p", Limit: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string][]time.Duration{"a": {time.Duration(n) * time.Minute}}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("TaskDurations = %v; want %v (the newest success only)", got, want)
+	}
+	// With a larger limit, the older runs are looked at too.
+	got, err = st.TaskDurations(ctx, store.TaskDurationsParams{Pipeline: "p", Limit: 5})
+	if err != nil || len(got["a"]) != 3 {
+		t.Errorf("TaskDurations(limit 5) = %v, %v; want the 3 successes", got, err)
 	}
 }
 
