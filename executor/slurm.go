@@ -343,26 +343,36 @@ func AdoptSlurm(ctx context.Context, a SlurmAdoptSpec) Result {
 	defer tick.Stop()
 	var res Result
 	stopped := false
+	jobPoller.add(a.JobID)
+	defer jobPoller.remove(a.JobID)
+	seen := "" // the state scontrol said last
 	for {
-		j, err := showJob(bg, a.JobID)
-		switch {
-		case errors.Is(err, errUnknownJob):
-			res = a.fromLog(res)
-			res.Duration = time.Since(firstNonZero(started, begin))
-			return res
-		case err == nil && j.terminal():
-			if !j.StartTime.IsZero() {
-				started = j.StartTime
+		// squeue, shared with every other job of this process, says
+		// whether the state changed; scontrol reads the job when it did.
+		if state, listed, ok := jobPoller.state(bg, a.JobID, a.Poll/2); !ok || !listed || state != seen {
+			j, err := showJob(bg, a.JobID)
+			if err == nil {
+				seen = j.State
 			}
-			a.outcome(j, stopped, &res)
-			res.Duration = time.Since(firstNonZero(started, begin))
-			return res
-		case err == nil && j.running() && started.IsZero():
-			started = firstNonZero(j.StartTime, time.Now())
-			if a.Timeout > 0 && !stopped {
-				t := time.NewTimer(time.Until(started.Add(a.Timeout)))
-				defer t.Stop()
-				timeout = t.C
+			switch {
+			case errors.Is(err, errUnknownJob):
+				res = a.fromLog(res)
+				res.Duration = time.Since(firstNonZero(started, begin))
+				return res
+			case err == nil && j.terminal():
+				if !j.StartTime.IsZero() {
+					started = j.StartTime
+				}
+				a.outcome(j, stopped, &res)
+				res.Duration = time.Since(firstNonZero(started, begin))
+				return res
+			case err == nil && j.running() && started.IsZero():
+				started = firstNonZero(j.StartTime, time.Now())
+				if a.Timeout > 0 && !stopped {
+					t := time.NewTimer(time.Until(started.Add(a.Timeout)))
+					defer t.Stop()
+					timeout = t.C
+				}
 			}
 		}
 		// A Slurm that cannot be reached (err != nil) is asked again.

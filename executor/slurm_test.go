@@ -329,3 +329,57 @@ func TestParseJob(t *testing.T) {
 		}
 	}
 }
+
+// The jobs of one process are polled together: one squeue per poll for all
+// of them, and scontrol for a job only when its state changes. Eight jobs
+// of 3 s, polled every 100 ms, cost a few scontrol calls each (about 30
+// each if every job were read at every poll).
+func TestSlurmPollsTogether(t *testing.T) {
+	part := needSlurm(t)
+	bin := t.TempDir()
+	calls := filepath.Join(bin, "calls.log")
+	for _, name := range []string{"squeue", "scontrol"} {
+		real, err := exec.LookPath(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		script := "#!/bin/sh\necho " + name + " >> " + ShellQuote(calls) + "\nexec " + ShellQuote(real) + " \"$@\"\n"
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	const jobs = 8
+	hs := make([]*SlurmHandle, jobs)
+	for i := range hs {
+		s := slurmSpec(t, "sleep 3")
+		s.MemoryLimit = 50 << 20 // all eight fit on the node at once
+		hs[i] = submit(t, s, part)
+	}
+	begin := time.Now()
+	results := make(chan Result, jobs)
+	for _, h := range hs {
+		go func() { results <- h.Wait(context.Background()) }()
+	}
+	for range hs {
+		if res := <-results; !res.Success() {
+			t.Fatalf("a job failed: %+v", res)
+		}
+	}
+	polls := int(time.Since(begin)/(100*time.Millisecond)) + 1
+	b, err := os.ReadFile(calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, l := range strings.Fields(string(b)) {
+		n[l]++
+	}
+	t.Logf("%d jobs, %d polls each: %d squeue and %d scontrol calls", jobs, polls, n["squeue"], n["scontrol"])
+	if n["scontrol"] > 4*jobs {
+		t.Errorf("%d scontrol calls for %d jobs: want at most 4 each (on a change of state)", n["scontrol"], jobs)
+	}
+	if n["squeue"] == 0 || n["squeue"] > 2*polls+jobs {
+		t.Errorf("%d squeue calls over %d polls: want about one per poll for all the jobs", n["squeue"], polls)
+	}
+}
