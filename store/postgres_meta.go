@@ -244,6 +244,17 @@ func (s *pgStore) AcquireLease(ctx context.Context, p AcquireLeaseParams) (Lease
 	return l, l.Holder == p.Holder, nil
 }
 
+// GetLease reads the lease name.
+func (s *pgStore) GetLease(ctx context.Context, name string) (Lease, error) {
+	var l Lease
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		l, err = pgGetLease(ctx, tx, name)
+		return err
+	})
+	return l, err
+}
+
 func pgGetLease(ctx context.Context, tx *sql.Tx, name string) (Lease, error) {
 	var (
 		l        Lease

@@ -238,6 +238,17 @@ func (s *sqliteStore) AcquireLease(ctx context.Context, p AcquireLeaseParams) (L
 	return l, l.Holder == p.Holder, nil
 }
 
+// GetLease reads the lease name.
+func (s *sqliteStore) GetLease(ctx context.Context, name string) (Lease, error) {
+	var l Lease
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		l, err = getLease(ctx, tx, name)
+		return err
+	})
+	return l, err
+}
+
 func getLease(ctx context.Context, tx *sql.Tx, name string) (Lease, error) {
 	var (
 		l        Lease

@@ -739,6 +739,9 @@ type Store interface {
 	// Holder, or held by p.Stale. It returns the current lease and whether the
 	// caller holds it. Generation grows when the holder changes.
 	AcquireLease(ctx context.Context, p AcquireLeaseParams) (Lease, bool, error)
+	// GetLease reads a lease as it stands (a released or expired one
+	// included: its ExpiresAt says), for the operators' view.
+	GetLease(ctx context.Context, name string) (Lease, error) // ErrNotFound when never taken
 	// RenewLease extends the lease of its holder.
 	RenewLease(ctx context.Context, p RenewLeaseParams) error // ErrConflict when lost
 	// ReleaseLease gives the lease up if Holder holds it (its generation is

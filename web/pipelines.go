@@ -170,5 +170,10 @@ func (s *Server) pipelinesPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.page(w, r, http.StatusOK, "pipelines.html", "Pipelines", map[string]any{"Pipelines": ps, "Backfills": bs})
+	sch, err := s.schedulerState(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.page(w, r, http.StatusOK, "pipelines.html", "Pipelines", map[string]any{"Pipelines": ps, "Backfills": bs, "Scheduler": sch})
 }

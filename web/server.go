@@ -31,6 +31,7 @@ type Reader interface {
 	GetWatermark(ctx context.Context, pipeline string) (store.Watermark, error)
 	ListBackfills(ctx context.Context) ([]store.Backfill, error)
 	GetBackfill(ctx context.Context, id string) (store.Backfill, error)
+	GetLease(ctx context.Context, name string) (store.Lease, error)
 }
 
 // Options configure a Server.
@@ -131,6 +132,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/cell", s.apiCell)
 	m.HandleFunc("GET /api/dates", s.apiDates)
 	m.HandleFunc("GET /api/backfills", s.apiBackfills)
+	m.HandleFunc("GET /api/scheduler", s.apiScheduler)
 	m.HandleFunc("GET /api/backfills/{id}", s.apiBackfill)
 	m.HandleFunc("GET /api/backfills/{id}/status", s.apiBackfillStatus)
 	m.HandleFunc("GET /api/attempts/{id}/log", s.apiLog)

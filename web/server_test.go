@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	_ "github.com/mattn/go-sqlite3"
 
@@ -568,5 +569,55 @@ pipeline "deploy" {
 	_, text := get(t, srv, c.Attempts[0].Log)
 	if strings.Contains(text, secret) || !strings.Contains(text, "pushing with (sensitive value)") {
 		t.Errorf("log tail %q: want the secret redacted", text)
+	}
+}
+
+// /api/scheduler and the pipelines page say which rewind scheduler is
+// active (the leader lease) and which rewind executes (the execution
+// lease); released or expired leases are nobody's.
+func TestAPIScheduler(t *testing.T) {
+	e := dailyEnv(t)
+	srv := e.server("")
+	state := func() web.SchedulerJSON {
+		t.Helper()
+		res, body := get(t, srv, "/api/scheduler")
+		var s web.SchedulerJSON
+		if res.StatusCode != 200 || json.Unmarshal([]byte(body), &s) != nil {
+			t.Fatalf("/api/scheduler: %d %s", res.StatusCode, body)
+		}
+		return s
+	}
+	page := func() string {
+		t.Helper()
+		_, body := get(t, srv, "/")
+		return body
+	}
+	if s := state(); s.Leader != nil || s.Executing != nil {
+		t.Fatalf("no lease held: %+v", s)
+	}
+	if !strings.Contains(page(), "No <code>rewind scheduler</code> is active.") {
+		t.Errorf("the page does not say that no scheduler is active")
+	}
+	now := time.Now()
+	for _, l := range []store.AcquireLeaseParams{
+		{Name: scheduler.LeaderLeaseName, Holder: "node-a:42", Host: "node-a", PID: 42, TTL: time.Hour, Now: now},
+		{Name: scheduler.LeaseName, Holder: "node-a:42", Host: "node-a", PID: 42, TTL: time.Hour, Now: now},
+	} {
+		if _, ok, err := e.st.AcquireLease(context.Background(), l); err != nil || !ok {
+			t.Fatalf("acquire %s: %v %v", l.Name, ok, err)
+		}
+	}
+	s := state()
+	if s.Leader == nil || s.Leader.Host != "node-a" || s.Leader.PID != 42 || s.Leader.Generation != 1 || s.Executing == nil || s.Executing.PID != 42 {
+		t.Fatalf("leases held by node-a: %+v %+v", s.Leader, s.Executing)
+	}
+	if p := page(); !strings.Contains(p, "Active scheduler: <strong>node-a</strong> pid 42") || !strings.Contains(p, "Executing: node-a pid 42.") {
+		t.Errorf("the page does not name the active scheduler:\n%s", p)
+	}
+	if err := e.st.ReleaseLease(context.Background(), store.ReleaseLeaseParams{Name: scheduler.LeaseName, Holder: "node-a:42"}); err != nil {
+		t.Fatal(err)
+	}
+	if s := state(); s.Leader == nil || s.Executing != nil {
+		t.Errorf("after the execution ended: %+v %+v; want the leader, nothing executing", s.Leader, s.Executing)
 	}
 }

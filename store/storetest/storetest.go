@@ -1560,7 +1560,12 @@ func acquire(t *testing.T, st store.Store, holder, stale string, at time.Time) (
 }
 
 func testLeases(t *testing.T, st store.Store) {
+	_, err := st.GetLease(ctx, "scheduler")
+	wantErr(t, "a lease never taken", err, store.ErrNotFound)
 	l, held := acquire(t, st, "host-a:100:1", "", now)
+	if got, err := st.GetLease(ctx, "scheduler"); err != nil || got != l {
+		t.Errorf("GetLease = %+v, %v; want %+v", got, err, l)
+	}
 	if !held || l.Holder != "host-a:100:1" || l.Name != "scheduler" || l.Host != "host-a" || l.PIDStart != 7 ||
 		!l.ExpiresAt.Equal(now.Add(30*time.Second)) {
 		t.Fatalf("first acquire = %+v, %v", l, held)
@@ -1596,6 +1601,9 @@ func testLeases(t *testing.T, st store.Store) {
 	}
 	if err := st.ReleaseLease(ctx, store.ReleaseLeaseParams{Name: "scheduler", Holder: "host-b:200:1"}); err != nil {
 		t.Fatal(err)
+	}
+	if got, err := st.GetLease(ctx, "scheduler"); err != nil || got.Holder != "" || got.Generation != 2 {
+		t.Errorf("GetLease after release = %+v, %v; want no holder, generation 2 kept", got, err)
 	}
 	if l, held := acquire(t, st, "host-c:300:1", "", now.Add(102*time.Second)); !held || l.Holder != "host-c:300:1" {
 		t.Errorf("after release = %+v, %v; want host-c", l, held)
