@@ -691,9 +691,11 @@ func (a *applier) cutover(ctx context.Context) error {
 }
 
 // RollbackBackfill restores, on main of each output of a backfill's
-// pipeline, the window's partitions as they were before its cutover (from
-// the pre_backfill_<ID> tag); the partitions outside the window, and the
-// nightly runs committed since the cutover, stay.
+// pipeline, the partitions of the dates it ran (its plan's dates that are
+// not skipped) as they were before its cutover (from the pre_backfill_<ID>
+// tag); the other partitions stay: those outside the window, the nightly
+// runs committed since the cutover, and the dates its plan skipped (held by
+// another backfill, which may have cut them over since).
 func RollbackBackfill(ctx context.Context, st store.Store, ws *dsl.Workspace, id string) error {
 	b, err := st.GetBackfill(ctx, id)
 	if err != nil {
