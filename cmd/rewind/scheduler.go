@@ -39,9 +39,9 @@ stay the same for one look) or on SIGHUP. A file with errors is not
 loaded: the previous definition stays in use and the diagnostics are
 logged with file:line.
 
-Between ticks it holds nothing: 'rewind run' from cron keeps working beside
-it, and the state's lease decides who executes; a tick that comes while
-another rewind holds the lease waits for it.
+Between ticks it holds no execution lease: 'rewind run' from cron keeps
+working beside it, and the state's lease decides who executes; a tick that
+comes while another rewind holds the lease waits for it.
 
 Several schedulers may share one state (PostgreSQL, on several machines):
 exactly one is active, elected by the state's leader lease, and the others

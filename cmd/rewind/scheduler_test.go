@@ -69,4 +69,8 @@ func TestSchedulerCommandBroken(t *testing.T) {
 	if code != exitUsage || !strings.Contains(stderr, "main.hcl:2") {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
+	code, _, stderr = w.rewind("scheduler", "--lease-ttl", "100ms")
+	if code != exitUsage || !strings.Contains(stderr, "--lease-ttl 100ms: want a duration of 1s or more") {
+		t.Fatalf("--lease-ttl 100ms: exit %d, stderr:\n%s", code, stderr)
+	}
 }
