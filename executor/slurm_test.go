@@ -8,25 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// needSlurm returns the partition to submit to: $REWIND_TEST_SLURM, set by
-// .ci/slurm.sh start. Without it the test is skipped, unless CI is set: CI
-// without a Slurm fails.
-func needSlurm(t *testing.T) string {
-	t.Helper()
-	p := os.Getenv("REWIND_TEST_SLURM")
-	if p == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set but REWIND_TEST_SLURM is not: start Slurm with .ci/slurm.sh start")
-		}
-		t.Skip("REWIND_TEST_SLURM is unset (eval \"$(.ci/slurm.sh start)\" to run the Slurm tests)")
-	}
-	if _, err := exec.LookPath("sbatch"); err != nil {
-		t.Fatalf("REWIND_TEST_SLURM is set but: %v", err)
-	}
-	return p
-}
+	"github.com/rewind-dev/rewind/executor/slurmtest"
+)
 
 func slurmSpec(t *testing.T, shell string) Spec {
 	dir := t.TempDir()
@@ -59,7 +43,7 @@ func readLog(t *testing.T, path string) string {
 }
 
 func TestSlurmOutcomes(t *testing.T) {
-	part := needSlurm(t)
+	part := slurmtest.Partition(t)
 	cases := []struct {
 		name  string
 		shell string
@@ -98,7 +82,7 @@ func TestSlurmOutcomes(t *testing.T) {
 }
 
 func TestSlurmEnvAndDir(t *testing.T) {
-	part := needSlurm(t)
+	part := slurmtest.Partition(t)
 	s := slurmSpec(t, `echo "dir=$(pwd) mem=$SLURM_MEM_PER_NODE cpus=$SLURM_CPUS_PER_TASK name=$SLURM_JOB_NAME"`)
 	s.MemoryLimit = 100 << 20
 	s.CPUs = 2
@@ -114,7 +98,7 @@ func TestSlurmEnvAndDir(t *testing.T) {
 
 // A job over its --mem is killed by Slurm (jobacct_gather samples it): an OOM.
 func TestSlurmOOM(t *testing.T) {
-	part := needSlurm(t)
+	part := slurmtest.Partition(t)
 	// The shell holds 300 MiB in a variable while it sleeps.
 	s := slurmSpec(t, "x=$(head -c 314572800 /dev/zero | tr '\\0' a); sleep 30; echo survived")
 	s.MemoryLimit = 50 << 20
@@ -134,7 +118,7 @@ func TestSlurmOOM(t *testing.T) {
 
 // rewind's own timer scancels the job (Slurm's --time is whole minutes).
 func TestSlurmTimeout(t *testing.T) {
-	part := needSlurm(t)
+	part := slurmtest.Partition(t)
 	s := slurmSpec(t, "echo started; sleep 120; echo survived")
 	s.Timeout = 2 * time.Second
 	h := submit(t, s, part)
@@ -152,7 +136,7 @@ func TestSlurmTimeout(t *testing.T) {
 }
 
 func TestSlurmCancel(t *testing.T) {
-	part := needSlurm(t)
+	part := slurmtest.Partition(t)
 	s := slurmSpec(t, `trap 'echo got TERM; exit 143' TERM; echo started; sleep 120 & wait; echo survived`)
 	h := submit(t, s, part)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -180,7 +164,7 @@ func TestSlurmCancel(t *testing.T) {
 // A job submitted by a rewind that is gone (its handle dropped) is adopted
 // by its job id: followed to its own end, never submitted again.
 func TestSlurmAdopt(t *testing.T) {
-	part := needSlurm(t)
+	part := slurmtest.Partition(t)
 	marker := filepath.Join(t.TempDir(), "go")
 	s := slurmSpec(t, "echo started; n=0; while [ ! -e "+ShellQuote(marker)+" ]; do sleep 0.1; done; echo ran-once >>"+ShellQuote(marker+".count")+"; exit 5")
 	s.Timeout = 10 * time.Minute
@@ -231,7 +215,7 @@ func TestSlurmAdopt(t *testing.T) {
 
 // A job Slurm does not know is settled from its log.
 func TestSlurmAdoptUnknownJob(t *testing.T) {
-	needSlurm(t)
+	slurmtest.Partition(t)
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "a.log")
 	nonce := NewNonce()
@@ -335,7 +319,7 @@ func TestParseJob(t *testing.T) {
 // of 3 s, polled every 100 ms, cost a few scontrol calls each (about 30
 // each if every job were read at every poll).
 func TestSlurmPollsTogether(t *testing.T) {
-	part := needSlurm(t)
+	part := slurmtest.Partition(t)
 	bin := t.TempDir()
 	calls := filepath.Join(bin, "calls.log")
 	for _, name := range []string{"squeue", "scontrol"} {

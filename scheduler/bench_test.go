@@ -13,6 +13,24 @@ import (
 	"github.com/rewind-dev/rewind/store"
 )
 
+// benchWorkspace writes hcl as dir's main.hcl and returns the loaded
+// workspace and a new SQLite state in dir.
+func benchWorkspace(b *testing.B, dir, hcl string) (*dsl.Workspace, store.Store) {
+	b.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(hcl), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	ws, diags := dsl.Load(dir, dsl.LoadOptions{})
+	if diags.HasErrors() {
+		b.Fatal(diags.Error())
+	}
+	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(dir, "state.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ws, st
+}
+
 // BenchmarkNoopAttempts runs 2,000 attempts of `true` at concurrency 8 (an
 // hourly pipeline, max_active_runs = 8): the scheduler's own overhead per
 // attempt. bench/noop.sh compares the same workload with xargs -P 8.
@@ -29,17 +47,7 @@ pipeline "noop" {
   max_active_runs = 8
   task "t" { command = ["true"] }
 }`
-		if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(hcl), 0o644); err != nil {
-			b.Fatal(err)
-		}
-		ws, diags := dsl.Load(dir, dsl.LoadOptions{})
-		if diags.HasErrors() {
-			b.Fatal(diags.Error())
-		}
-		st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(dir, "state.db"))
-		if err != nil {
-			b.Fatal(err)
-		}
+		ws, st := benchWorkspace(b, dir, hcl)
 		b.StartTimer()
 		sum, err := scheduler.Run(context.Background(), scheduler.Options{Store: st, Workspace: ws, Home: dir, Now: now, Catchup: true})
 		b.StopTimer()
@@ -110,17 +118,7 @@ pipeline "hourly" {
   max_active_runs = 16
   task "t" { command = ["true"] }
 }`
-			if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(hcl), 0o644); err != nil {
-				b.Fatal(err)
-			}
-			ws, diags := dsl.Load(dir, dsl.LoadOptions{})
-			if diags.HasErrors() {
-				b.Fatal(diags.Error())
-			}
-			st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(dir, "state.db"))
-			if err != nil {
-				b.Fatal(err)
-			}
+			ws, st := benchWorkspace(b, dir, hcl)
 			defer st.Close()
 			now := start.Add(time.Duration(history) * time.Hour)
 			run := func() *scheduler.Summary {

@@ -20,13 +20,15 @@ import (
 
 // The long-running scheduler (`rewind scheduler`) is a loop over Run: each
 // tick (the end of the next data interval of any pipeline) it executes what
-// is due, and between ticks it holds nothing: not the lease, not a
-// transaction. So a `rewind run` from cron beside it keeps working: the
-// lease decides who executes, and Serve waits for it (Options.Wait) when a
-// tick comes while another rewind holds the state.
+// is due, and between ticks it holds no execution lease and no
+// transaction (only the leader lease, leader.go). So a `rewind run` from
+// cron beside it keeps working: the execution lease decides who executes,
+// and Serve waits for it (Options.Wait) when a tick comes while another
+// rewind holds the state.
 //
 // Idle, a pass of the loop is a stat of the workspace's *.hcl files, a read
-// of the store's epoch, and a look at the cached next tick of each pipeline.
+// of the store's epoch, and a look at the cached next tick of each
+// pipeline; the leader lease is renewed every TTL/3.
 
 // DefaultPollEvery is how often Serve looks at the workspace's files, the
 // store's epoch and the clock between ticks. A change of the files is
@@ -98,13 +100,14 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	if o.PollEvery <= 0 {
 		o.PollEvery = DefaultPollEvery
 	}
-	if o.Holder == nil {
-		self := Self()
-		o.Holder = &self
+	h := Self()
+	if o.Holder != nil {
+		h = *o.Holder
 	}
 	if o.LeaseTTL > 0 {
-		o.Holder.TTL = o.LeaseTTL
+		h.TTL = o.LeaseTTL
 	}
+	o.Holder = &h
 	s := &server{o: o, log: o.Log}
 	s.sig = s.signature()
 	if o.Workspace == nil {

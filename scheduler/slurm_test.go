@@ -7,34 +7,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rewind-dev/rewind/executor/slurmtest"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
 )
-
-// needSlurm returns the default partition of the test cluster
-// ($REWIND_TEST_SLURM, from .ci/slurm.sh start, which also makes a "large"
-// partition). Skipped without it unless CI is set.
-func needSlurm(t *testing.T) string {
-	t.Helper()
-	p := os.Getenv("REWIND_TEST_SLURM")
-	if p == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set but REWIND_TEST_SLURM is not: start Slurm with .ci/slurm.sh start")
-		}
-		t.Skip("REWIND_TEST_SLURM is unset (eval \"$(.ci/slurm.sh start)\" to run the Slurm tests)")
-	}
-	if _, err := exec.LookPath("sbatch"); err != nil {
-		t.Fatalf("REWIND_TEST_SLURM is set but: %v", err)
-	}
-	return p
-}
 
 // Attempts in a Slurm pool run as Slurm jobs in the pool's partition, with
 // their job ids recorded; one killed by Slurm for memory in a small pool is
 // recorded oom and retried in its escalation pool (another partition),
 // where it succeeds without using a retry.
 func TestSlurmPoolRunsAndEscalates(t *testing.T) {
-	part := needSlurm(t)
+	part := slurmtest.Partition(t)
 	e := newEnv(t, fmt.Sprintf(`
 pool "small" {
   executor        = "slurm"
@@ -128,7 +111,7 @@ pipeline "p" {
 // the hot date's job ran in "large" and every other date's in the default
 // partition, and the job's own environment agrees.
 func TestSlurmBlackFridayInLargePartition(t *testing.T) {
-	part := needSlurm(t)
+	part := slurmtest.Partition(t)
 	e := newEnv(t, fmt.Sprintf(`
 pool "default" {
   executor  = "slurm"

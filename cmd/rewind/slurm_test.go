@@ -8,22 +8,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// slurmPartition is the default partition of the test cluster
-// ($REWIND_TEST_SLURM, from .ci/slurm.sh start); the test is skipped
-// without it unless CI is set.
-func slurmPartition(t *testing.T) string {
-	t.Helper()
-	p := os.Getenv("REWIND_TEST_SLURM")
-	if p == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI is set but REWIND_TEST_SLURM is not: start Slurm with .ci/slurm.sh start")
-		}
-		t.Skip("REWIND_TEST_SLURM is unset (eval \"$(.ci/slurm.sh start)\" to run the Slurm tests)")
-	}
-	return p
-}
+	"github.com/rewind-dev/rewind/executor/slurmtest"
+)
 
 // slurmJobs are the ids of the Slurm jobs (finished ones included: the
 // test cluster keeps them for an hour) whose name starts with prefix.
@@ -52,7 +39,7 @@ func slurmJobs(t *testing.T, prefix string) []string {
 // id (nothing is submitted again) and records the outcome each job really
 // had: 7 successes and one exit 3.
 func TestSchedulerKilledSlurmJobsAdopted(t *testing.T) {
-	part := slurmPartition(t)
+	part := slurmtest.Partition(t)
 	t.Parallel()
 	name := fmt.Sprintf("adopt%d", time.Now().UnixNano()%1e9)
 	w := newWorkspace(t, map[string]string{"main.hcl": fmt.Sprintf(`
@@ -142,7 +129,7 @@ pipeline %q {
 // run on (a restart or a handover does not lose hours of cluster work),
 // and the next scheduler adopts them by job id and records their outcome.
 func TestSchedulerStopLeavesSlurmJobs(t *testing.T) {
-	part := slurmPartition(t)
+	part := slurmtest.Partition(t)
 	t.Parallel()
 	name := fmt.Sprintf("leave%d", time.Now().UnixNano()%1e9)
 	w := newWorkspace(t, map[string]string{"main.hcl": fmt.Sprintf(`
