@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -123,6 +124,18 @@ func (w *workspace) runsJSON() []runJSON {
 		w.t.Fatalf("runs --json: %v\n%s", err, out)
 	}
 	return runs
+}
+
+// runsIn counts the workspace's runs in one of states.
+func (w *workspace) runsIn(states ...string) int {
+	w.t.Helper()
+	n := 0
+	for _, r := range w.runsJSON() {
+		if slices.Contains(states, r.State) {
+			n++
+		}
+	}
+	return n
 }
 
 // counts tallies "event ds task" lines.

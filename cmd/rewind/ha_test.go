@@ -269,10 +269,7 @@ func TestHASchedulersKillActive(t *testing.T) {
 		t.Errorf("the standby did not adopt the slow attempt of the killed scheduler:\n%s", tail(standby.stderr.String(), 4000))
 	}
 	t.Logf("the standby adopted %d running attempts", len(adopted))
-	standby.signal(syscall.SIGTERM)
-	if code := standby.wait(); code != 0 {
-		t.Fatalf("exit %d after SIGTERM\n%s", code, standby.stderr.String())
-	}
+	standby.term()
 }
 
 // Two schedulers on two "hosts" (REWIND_HOST): the active one's machine
@@ -323,10 +320,7 @@ func TestHAStandbyOnAnotherHost(t *testing.T) {
 			t.Errorf("%+v started before the standby led", l)
 		}
 	}
-	standby.signal(syscall.SIGTERM)
-	if code := standby.wait(); code != 0 {
-		t.Fatalf("exit %d after SIGTERM\n%s", code, standby.stderr.String())
-	}
+	standby.term()
 }
 
 // killTree kills pid and all its descendants at once, as a machine that

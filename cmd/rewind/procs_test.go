@@ -108,6 +108,16 @@ func (p *proc) kill9() {
 	<-p.done
 }
 
+// term stops a rewind scheduler with SIGTERM, as systemd does, and fails
+// the test unless it exits 0.
+func (p *proc) term() {
+	p.t.Helper()
+	p.signal(syscall.SIGTERM)
+	if code := p.wait(); code != 0 {
+		p.t.Fatalf("exit %d after SIGTERM, want 0\n%s", code, p.stderr.String())
+	}
+}
+
 // wait waits for the process to exit, at most for the liveness deadline:
 // a rewind still running then is a hang, so it is killed and the test
 // fails. It returns the exit code, -1 when the process was killed by a

@@ -48,10 +48,7 @@ pipeline "long" {
 		t.Fatalf("no reload logged:\n%s", p.stderr.String())
 	}
 
-	p.signal(syscall.SIGTERM)
-	if code := p.wait(); code != 0 {
-		t.Fatalf("exit %d after SIGTERM, want 0\n%s", code, p.stderr.String())
-	}
+	p.term()
 	if !strings.Contains(p.stderr.String(), "scheduler stopped") {
 		t.Fatalf("stderr:\n%s", p.stderr.String())
 	}

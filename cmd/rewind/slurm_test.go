@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -80,19 +79,8 @@ pipeline %q {
 		return strings.Count(second.stderr.String(), "adopting the Slurm job of a previous rewind") == 8
 	})
 	w.touch("release")
-	waitFor(t, "the 8 runs to finish", func() bool {
-		done := 0
-		for _, r := range w.runsJSON() {
-			if r.State == "success" || r.State == "failed" {
-				done++
-			}
-		}
-		return done == 8
-	})
-	second.signal(syscall.SIGTERM)
-	if code := second.wait(); code != 0 {
-		t.Fatalf("exit %d after SIGTERM\n%s", code, second.stderr.String())
-	}
+	waitFor(t, "the 8 runs to finish", func() bool { return w.runsIn("success", "failed") == 8 })
+	second.term()
 	if after := slurmJobs(t, "rewind:"+name+":"); len(after) != 8 {
 		t.Errorf("%d Slurm jobs in all, want the 8 adopted ones (none submitted again): %v", len(after), after)
 	}
@@ -155,10 +143,7 @@ pipeline %q {
 `, part, name)})
 	first := w.start("scheduler", "--poll", "100ms")
 	waitFor(t, "2 Slurm jobs to run", func() bool { return len(w.lines("started.log")) == 2 })
-	first.signal(syscall.SIGTERM)
-	if code := first.wait(); code != 0 {
-		t.Fatalf("exit %d after SIGTERM\n%s", code, first.stderr.String())
-	}
+	first.term()
 	if n := strings.Count(first.stderr.String(), "leaving a Slurm job running"); n != 2 {
 		t.Fatalf("%d jobs left running, want 2:\n%s", n, first.stderr.String())
 	}
@@ -173,19 +158,8 @@ pipeline %q {
 		return strings.Count(second.stderr.String(), "adopting the Slurm job of a previous rewind") == 2
 	})
 	w.touch("release")
-	waitFor(t, "the 2 runs to succeed", func() bool {
-		n := 0
-		for _, r := range w.runsJSON() {
-			if r.State == "success" {
-				n++
-			}
-		}
-		return n == 2
-	})
-	second.signal(syscall.SIGTERM)
-	if code := second.wait(); code != 0 {
-		t.Fatalf("exit %d after SIGTERM\n%s", code, second.stderr.String())
-	}
+	waitFor(t, "the 2 runs to succeed", func() bool { return w.runsIn("success") == 2 })
+	second.term()
 	if jobs := slurmJobs(t, "rewind:"+name+":"); len(jobs) != 2 {
 		t.Errorf("%d Slurm jobs, want the 2 first ones: %v", len(jobs), jobs)
 	}
