@@ -301,6 +301,16 @@ func TestServeLeadership(t *testing.T) {
 		return &h
 	}
 	ha, hb := holder("alpha"), holder("beta")
+	// recorded waits until the run of the minute has succeeded in the
+	// state: a task's event is written before its attempt ends, and a
+	// scheduler stopped in between rightly runs it again.
+	recorded := func(minute string) {
+		t.Helper()
+		eventually(t, "the run of "+minute+" recorded", func() bool {
+			_, ok := e.succeeded("p")["2025-07-01T"+minute+":00Z"]
+			return ok
+		})
+	}
 	la, lb := &lockedBuffer{}, &lockedBuffer{}
 	ttl := 2 * time.Second
 	a := e.serveWith(clock, la, func(o *scheduler.ServeOptions) { o.Holder, o.LeaseTTL = ha, ttl })
@@ -311,6 +321,7 @@ func TestServeLeadership(t *testing.T) {
 
 	clock.Set(utc("2025-07-01T00:03:00Z"))
 	eventually(t, "the tick of 00:02", func() bool { return len(e.events("events.log")) == 3 })
+	recorded("00:02")
 	if strings.Contains(lb.String(), "active: this scheduler leads") || strings.Contains(lb.String(), "run finished") {
 		t.Fatalf("the standby ran something:\n%s", lb.String())
 	}
@@ -324,6 +335,7 @@ func TestServeLeadership(t *testing.T) {
 	}
 	clock.Set(utc("2025-07-01T00:04:00Z"))
 	eventually(t, "the tick of 00:03, by beta", func() bool { return len(e.events("events.log")) == 4 })
+	recorded("00:03")
 
 	// Another holder takes beta's lease (as a standby would once it expired).
 	thief := store.AcquireLeaseParams{Name: scheduler.LeaderLeaseName, Holder: "thief", Host: "gamma", PID: 1, TTL: ttl, Now: time.Now(), Stale: hb.ID}
@@ -335,6 +347,7 @@ func TestServeLeadership(t *testing.T) {
 	eventually(t, "beta to lead again", func() bool { return strings.Count(lb.String(), "active: this scheduler leads") == 2 })
 	clock.Set(utc("2025-07-01T00:05:00Z"))
 	eventually(t, "the tick of 00:04", func() bool { return len(e.events("events.log")) == 5 })
+	recorded("00:04")
 	b.stop(t)
 	if got := counts(e.events("events.log")); len(got) != 5 {
 		t.Fatalf("events %v: want each of the 5 minutes once", got)
