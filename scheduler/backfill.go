@@ -17,6 +17,7 @@ import (
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/lake"
 	"github.com/rewind-dev/rewind/store"
+	"github.com/rewind-dev/rewind/timetable"
 )
 
 // Reprocess behaviours of a backfill (Airflow 3's): which dates of the
@@ -143,12 +144,12 @@ func MakePlan(ctx context.Context, st store.Store, pp PlanParams) (*Plan, error)
 	if pp.MaxActiveRuns > 0 {
 		maxRuns = pp.MaxActiveRuns
 	}
-	tt, err := NewTimetable(def.Schedule, def.Timezone)
+	tt, err := timetable.New(def.Schedule, def.Timezone)
 	if err != nil {
 		return nil, err
 	}
-	var ivs []Interval
-	for iv := range tt.Intervals(Window{StartDate: def.StartDate, EndDate: def.EndDate, From: pp.Start, To: pp.End, Now: now}) {
+	var ivs []timetable.Interval
+	for iv := range tt.Intervals(timetable.Window{StartDate: def.StartDate, EndDate: def.EndDate, From: pp.Start, To: pp.End, Now: now}) {
 		ivs = append(ivs, iv)
 	}
 	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{def.Name}, From: pp.Start, To: pp.End})
@@ -441,7 +442,7 @@ func watermarkReset(ctx context.Context, st store.Store, p *dsl.Pipeline, start 
 		return WatermarkReset{}, false, nil
 	}
 	wr := WatermarkReset{Pipeline: p.Name, Current: wm.LogicalDate.Format(time.RFC3339)}
-	if tt, err := NewTimetable(p.Schedule, p.Timezone); err == nil {
+	if tt, err := timetable.New(p.Schedule, p.Timezone); err == nil {
 		if prev := tt.Prev(start); !prev.IsZero() && !prev.Before(p.StartDate) {
 			wr.ResetTo = prev.Format(time.RFC3339)
 		}
@@ -953,7 +954,7 @@ func (a *applier) runVars(d PlanDate) dsl.RunVars {
 	start, _ := time.Parse(time.RFC3339, d.LogicalDate)
 	start = start.In(a.def.Timezone)
 	end := start
-	if tt, err := NewTimetable(a.def.Schedule, a.def.Timezone); err == nil {
+	if tt, err := timetable.New(a.def.Schedule, a.def.Timezone); err == nil {
 		end = tt.Next(start)
 	}
 	return dsl.RunVars{ID: RunID(store.KindBackfill, start), Pipeline: a.def.Name, LogicalDate: start,

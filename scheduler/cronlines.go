@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/timetable"
 )
 
 // CronLine is one crontab entry: the pipelines that share a schedule and a timezone.
@@ -40,8 +41,8 @@ func cronLines(ws *dsl.Workspace, now time.Time) ([]CronLine, []string) {
 	var ended []string
 	for _, p := range ws.Pipelines {
 		if !now.IsZero() && !p.EndDate.IsZero() {
-			if tt, err := NewTimetable(p.Schedule, p.Timezone); err == nil {
-				if _, ok := tt.Upcoming(Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}); !ok {
+			if tt, err := timetable.New(p.Schedule, p.Timezone); err == nil {
+				if _, ok := tt.Upcoming(timetable.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}); !ok {
 					ended = append(ended, p.Name)
 					continue
 				}

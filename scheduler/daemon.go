@@ -16,6 +16,7 @@ import (
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/store"
+	"github.com/rewind-dev/rewind/timetable"
 )
 
 // The long-running scheduler (`rewind scheduler`) is a loop over Run: each
@@ -158,11 +159,11 @@ func (s *server) schedule(p *dsl.Pipeline, now time.Time) {
 	if p.Schedule == "" {
 		return
 	}
-	tt, err := NewTimetable(p.Schedule, p.Timezone)
+	tt, err := timetable.New(p.Schedule, p.Timezone)
 	if err != nil {
 		return
 	}
-	if iv, ok := tt.Upcoming(Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}); ok {
+	if iv, ok := tt.Upcoming(timetable.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}); ok {
 		s.next[p.Name] = iv.End
 	}
 }

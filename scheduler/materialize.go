@@ -7,6 +7,7 @@ import (
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/store"
+	"github.com/rewind-dev/rewind/timetable"
 )
 
 // materializeBatch bounds how many runs one store call creates, so that a
@@ -34,7 +35,7 @@ type MaterializeParams struct {
 // twice is a no-op.
 func Materialize(ctx context.Context, st store.Store, p MaterializeParams) (int, error) {
 	pl := p.Pipeline
-	tt, err := NewTimetable(pl.Schedule, pl.Timezone)
+	tt, err := timetable.New(pl.Schedule, pl.Timezone)
 	if err != nil {
 		return 0, fmt.Errorf("pipeline %s: %w", pl.Name, err)
 	}
@@ -42,7 +43,7 @@ func Materialize(ctx context.Context, st store.Store, p MaterializeParams) (int,
 	if kind == "" {
 		kind = store.KindScheduled
 	}
-	w := Window{StartDate: pl.StartDate, EndDate: pl.EndDate, From: p.From, To: p.To, Now: p.Now}
+	w := timetable.Window{StartDate: pl.StartDate, EndDate: pl.EndDate, From: p.From, To: p.To, Now: p.Now}
 	cursor := p.Catchup && p.From.IsZero() && p.To.IsZero() && kind == store.KindScheduled
 	if cursor && !p.Cursor.IsZero() {
 		w.From = p.Cursor.Add(time.Second) // ticks are whole seconds
@@ -72,7 +73,7 @@ func Materialize(ctx context.Context, st store.Store, p MaterializeParams) (int,
 		batch = batch[:0]
 		return err
 	}
-	add := func(iv Interval) error {
+	add := func(iv timetable.Interval) error {
 		batch = append(batch, store.RunSpec{
 			LogicalDate: iv.Start, DS: iv.DS(), DataIntervalStart: iv.Start, DataIntervalEnd: iv.End,
 		})

@@ -19,6 +19,7 @@ import (
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/executor"
 	"github.com/rewind-dev/rewind/store"
+	"github.com/rewind-dev/rewind/timetable"
 )
 
 // Route is the pool an attempt runs in and why.
@@ -100,7 +101,7 @@ func probeFailed(base string, msg string) Route {
 // DateRoutes is the pool of each interval under the pipeline's skew block
 // (list, expression and probe; the probe runs once per date), for tasks in
 // the pipeline's default pool: what `rewind dates` and plans show.
-func DateRoutes(ctx context.Context, p *dsl.Pipeline, ivs []Interval) []Route {
+func DateRoutes(ctx context.Context, p *dsl.Pipeline, ivs []timetable.Interval) []Route {
 	routes, _ := DateRoutesChecked(ctx, p, ivs)
 	return routes
 }
@@ -108,7 +109,7 @@ func DateRoutes(ctx context.Context, p *dsl.Pipeline, ivs []Interval) []Route {
 // DateRoutesChecked is DateRoutes that also returns the probe failures of
 // the intervals (a probe that failed or printed no number), one message
 // per date naming it: a date whose probe failed is not hot.
-func DateRoutesChecked(ctx context.Context, p *dsl.Pipeline, ivs []Interval) ([]Route, []string) {
+func DateRoutesChecked(ctx context.Context, p *dsl.Pipeline, ivs []timetable.Interval) ([]Route, []string) {
 	base := p.DefaultPool
 	if base == "" {
 		base = dsl.DefaultPoolName
@@ -157,18 +158,18 @@ func PlanRoutes(ctx context.Context, st store.Store, ws *dsl.Workspace, plan *Pl
 	if def == nil || len(plan.Dates) == 0 {
 		return nil
 	}
-	tt, err := NewTimetable(def.Schedule, def.Timezone)
+	tt, err := timetable.New(def.Schedule, def.Timezone)
 	if err != nil {
 		return err
 	}
-	ivs := make([]Interval, len(plan.Dates))
+	ivs := make([]timetable.Interval, len(plan.Dates))
 	for i, d := range plan.Dates {
 		start, err := time.Parse(time.RFC3339, d.LogicalDate)
 		if err != nil {
 			return fmt.Errorf("plan date %q: %w", d.LogicalDate, err)
 		}
 		start = start.In(def.Timezone)
-		ivs[i] = Interval{Start: start, End: tt.Next(start)}
+		ivs[i] = timetable.Interval{Start: start, End: tt.Next(start)}
 	}
 	routes, failures := DateRoutesChecked(ctx, def, ivs)
 	if len(failures) > 0 {
@@ -336,14 +337,14 @@ func runProbes(ctx context.Context, p *dsl.Pipeline, skew *dsl.Skew, runs []dsl.
 		all[rv.LogicalDate.Unix()] = rv
 	}
 	refs := make([][]int64, len(runs))
-	if tt, err := NewTimetable(p.Schedule, p.Timezone); err == nil && len(runs) > 0 {
+	if tt, err := timetable.New(p.Schedule, p.Timezone); err == nil && len(runs) > 0 {
 		sorted := slices.Clone(runs)
 		slices.SortFunc(sorted, func(a, b dsl.RunVars) int { return a.LogicalDate.Compare(b.LogicalDate) })
 		// The union of the windows, merged, enumerated once.
 		var from, to time.Time
-		var ivs []Interval
+		var ivs []timetable.Interval
 		flush := func() {
-			for iv := range tt.Intervals(Window{StartDate: p.StartDate, EndDate: p.EndDate, From: from, To: to, Now: now}) {
+			for iv := range tt.Intervals(timetable.Window{StartDate: p.StartDate, EndDate: p.EndDate, From: from, To: to, Now: now}) {
 				ivs = append(ivs, iv)
 			}
 		}

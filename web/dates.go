@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/timetable"
 )
 
 // apiDates is `rewind dates PIPELINE --json`: pipeline= (required),
@@ -25,7 +25,7 @@ func (s *Server) apiDates(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	win := scheduler.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: s.o.Now()}
+	win := timetable.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: s.o.Now()}
 	if v := q.Get("now"); v != "" {
 		if win.Now, err = parseNow(v); err != nil {
 			s.fail(w, r, err)

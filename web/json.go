@@ -12,6 +12,7 @@ import (
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
+	"github.com/rewind-dev/rewind/timetable"
 )
 
 // The JSON documents the CLI prints and the view serves (contract): one
@@ -141,12 +142,12 @@ func RunReason(r store.Run, home string) string {
 // the pool its skew block routes it to (a probe, if the pipeline has one,
 // runs once per date, as `rewind dates` runs it), and the probe failures
 // (`rewind dates` prints them as warnings).
-func Dates(ctx context.Context, p *dsl.Pipeline, win scheduler.Window) ([]DateJSON, []string, error) {
-	tt, err := scheduler.NewTimetable(p.Schedule, p.Timezone)
+func Dates(ctx context.Context, p *dsl.Pipeline, win timetable.Window) ([]DateJSON, []string, error) {
+	tt, err := timetable.New(p.Schedule, p.Timezone)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pipeline %s: %w", p.Name, err)
 	}
-	var ivs []scheduler.Interval
+	var ivs []timetable.Interval
 	for iv := range tt.Intervals(win) {
 		ivs = append(ivs, iv)
 	}

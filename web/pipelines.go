@@ -7,8 +7,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
+	"github.com/rewind-dev/rewind/timetable"
 )
 
 // PipelineJSON is one pipeline of the pipelines page (GET /api/pipelines).
@@ -90,8 +90,8 @@ func (s *Server) pipelines(ctx context.Context) ([]PipelineJSON, error) {
 		seen[p.Name] = true
 		pj := PipelineJSON{Name: p.Name, Schedule: p.Schedule, Timezone: p.Timezone.String(), InWorkspace: true,
 			Paused: byName[p.Name].Paused, Tasks: len(p.Tasks)}
-		if tt, err := scheduler.NewTimetable(p.Schedule, p.Timezone); err == nil {
-			if iv, ok := tt.Upcoming(scheduler.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}); ok {
+		if tt, err := timetable.New(p.Schedule, p.Timezone); err == nil {
+			if iv, ok := tt.Upcoming(timetable.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}); ok {
 				pj.NextDue = &IntervalJSON{DS: iv.DS(), LogicalDate: iv.Start.Format(time.RFC3339), DueAt: iv.End.Format(time.RFC3339)}
 			}
 		}

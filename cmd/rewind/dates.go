@@ -9,6 +9,7 @@ import (
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/timetable"
 )
 
 func init() { register(newDatesCmd) }
@@ -64,13 +65,13 @@ Times are in the pipeline's timezone. PATH (or --path) is the workspace.`,
 					return err
 				}
 			}
-			win := scheduler.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}
+			win := timetable.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}
 			win.From, win.To = window.bounds(p.Timezone)
-			tt, err := scheduler.NewTimetable(p.Schedule, p.Timezone)
+			tt, err := timetable.New(p.Schedule, p.Timezone)
 			if err != nil {
 				return exitWith(exitUsage, "pipeline %s: %v", p.Name, err)
 			}
-			var ivs []scheduler.Interval
+			var ivs []timetable.Interval
 			for iv := range tt.Intervals(win) {
 				ivs = append(ivs, iv)
 			}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/timetable"
 )
 
 func init() { register(newListCmd) }
@@ -41,8 +41,8 @@ func newListCmd(g *globals) *cobra.Command {
 			fmt.Fprintln(tw, "PIPELINE\tSCHEDULE\tTIMEZONE\tNEXT DUE\tTASKS")
 			for _, p := range w.Pipelines {
 				next := "-"
-				if tt, err := scheduler.NewTimetable(p.Schedule, p.Timezone); err == nil {
-					if iv, ok := tt.Upcoming(scheduler.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}); ok {
+				if tt, err := timetable.New(p.Schedule, p.Timezone); err == nil {
+					if iv, ok := tt.Upcoming(timetable.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}); ok {
 						next = fmt.Sprintf("%s (due %s)", iv.DS(), iv.End.Format(time.RFC3339))
 					}
 				}

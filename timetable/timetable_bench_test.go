@@ -1,4 +1,4 @@
-package scheduler
+package timetable
 
 import (
 	"testing"
@@ -10,7 +10,7 @@ import (
 // BenchmarkTenYearsOfMinutes enumerates ten years of "* * * * *"
 // (5,260,320 intervals) per operation.
 func BenchmarkTenYearsOfMinutes(b *testing.B) {
-	tt, err := NewTimetable("* * * * *", nil)
+	tt, err := New("* * * * *", nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func BenchmarkTenYearsOfMinutes(b *testing.B) {
 // BenchmarkLatestAfterTenYears is catchup=false on a minutely pipeline
 // started ten years ago.
 func BenchmarkLatestAfterTenYears(b *testing.B) {
-	tt, err := NewTimetable("* * * * *", nil)
+	tt, err := New("* * * * *", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package scheduler
+package timetable
 
 import (
 	"testing"
@@ -39,7 +39,7 @@ func FuzzTimetable(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tt, err := NewTimetable(schedule, loc)
+		tt, err := New(schedule, loc)
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatal("empty error message")

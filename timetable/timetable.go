@@ -1,6 +1,8 @@
-package scheduler
-
-// Timetable: cron schedules as Airflow data intervals.
+// Package timetable turns cron schedules into Airflow data intervals: the
+// ticks of a schedule in a time zone, the intervals between them, which are
+// due, and the daylight-saving rules of the contract. It is pure: it reads no
+// state, no files and no clock (callers pass Now), and starts nothing. The
+// engine, the CLI and the web view all ask it which dates exist.
 //
 // A schedule is parsed with robfig/cron's parser (5 fields or a preset), but
 // the ticks are computed here, not by robfig's SpecSchedule.Next, because the
@@ -39,6 +41,8 @@ package scheduler
 // and allocates nothing per interval. Latest and Upcoming step from Now
 // (backwards or forwards) and never enumerate from StartDate, so catchup=false
 // on a pipeline started ten years ago is as cheap as on one started yesterday.
+
+package timetable
 
 import (
 	"fmt"
@@ -96,10 +100,10 @@ var ttCronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Mont
 
 var ttFieldNames = [5]string{"minute", "hour", "day-of-month", "month", "day-of-week"}
 
-// NewTimetable parses a 5-field cron expression or a preset (@hourly, @daily,
+// New parses a 5-field cron expression or a preset (@hourly, @daily,
 // @midnight, @weekly, @monthly, @yearly, @annually) evaluated in loc (UTC when
 // nil). Seconds fields, @every, @reboot and TZ= prefixes are rejected.
-func NewTimetable(schedule string, loc *time.Location) (tt *Timetable, err error) {
+func New(schedule string, loc *time.Location) (tt *Timetable, err error) {
 	if loc == nil {
 		loc = time.UTC
 	}

@@ -1,4 +1,4 @@
-package scheduler
+package timetable
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 func ttLoc(t testing.TB, name string) *time.Location {
 	t.Helper()
 	if name == "" {
-		return nil // NewTimetable defaults to UTC
+		return nil // New defaults to UTC
 	}
 	loc, err := time.LoadLocation(name)
 	if err != nil {
@@ -54,7 +54,7 @@ type parityCase struct {
 	from, to string
 	now      string
 
-	wantErr  string   // substring of NewTimetable's error
+	wantErr  string   // substring of New's error
 	want     []string // every interval, "logical|end" in RFC 3339
 	count    int      // or: how many, and the first and last
 	first    string
@@ -334,15 +334,15 @@ func TestTimetableAirflowParity(t *testing.T) {
 	for _, tc := range parityCases {
 		t.Run(tc.name, func(t *testing.T) {
 			loc := ttLoc(t, tc.tz)
-			tt, err := NewTimetable(tc.schedule, loc)
+			tt, err := New(tc.schedule, loc)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("NewTimetable(%q) error = %v, want it to contain %q", tc.schedule, err, tc.wantErr)
+					t.Fatalf("New(%q) error = %v, want it to contain %q", tc.schedule, err, tc.wantErr)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("NewTimetable(%q): %v", tc.schedule, err)
+				t.Fatalf("New(%q): %v", tc.schedule, err)
 			}
 			w := Window{
 				StartDate: ttTime(t, tc.start, loc), EndDate: ttTime(t, tc.end, loc),
@@ -438,7 +438,7 @@ func TestTimetableNext(t *testing.T) {
 		{"* * * * *", nil, "0001-01-01T00:00:00Z", "0001-01-01T00:01:00Z"},
 	}
 	for _, c := range cases {
-		tt, err := NewTimetable(c.schedule, c.loc)
+		tt, err := New(c.schedule, c.loc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -464,7 +464,7 @@ func TestTimetableNext(t *testing.T) {
 
 func TestIntervalDS(t *testing.T) {
 	rome := ttLoc(t, "Europe/Rome")
-	tt, err := NewTimetable("@daily", rome)
+	tt, err := New("@daily", rome)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +490,7 @@ func TestTimetableIntervalsMatchBruteForce(t *testing.T) {
 		anchors = append(anchors, time.Date(2040, 12, 31, 12, 0, 0, 0, time.UTC), time.Date(2041, 1, 1, 3, 0, 0, 0, time.UTC))
 		for _, anchor := range anchors {
 			for _, s := range schedules {
-				tt, err := NewTimetable(s, loc)
+				tt, err := New(s, loc)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -646,7 +646,7 @@ func ttCompareBrute(t *testing.T, tt *Timetable, a, b time.Time) {
 // TestIntervalsAllocateNothingPerInterval checks streaming: enumerating
 // 10,000 intervals allocates a constant, not per interval.
 func TestIntervalsAllocateNothingPerInterval(t *testing.T) {
-	tt, err := NewTimetable("* * * * *", ttLoc(t, "Europe/Rome"))
+	tt, err := New("* * * * *", ttLoc(t, "Europe/Rome"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -671,7 +671,7 @@ func tenYearsWindow() Window {
 }
 
 func TestTenYearsOfMinutesBoundedMemory(t *testing.T) {
-	tt, err := NewTimetable("* * * * *", nil)
+	tt, err := New("* * * * *", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
