@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rewind-dev/rewind/backfill"
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/scheduler"
 )
@@ -182,12 +183,12 @@ func TestDailyRevenueStory(t *testing.T) {
 			t.Errorf("main %s after the cutover: %d rows, %.6f USD; want %d, %.6f", ds, fixed[ds].rows, fixed[ds].usd, wrong[ds].rows, correct[ds])
 		}
 	}
-	tagged := stats(t, work, scheduler.TagName(id))
-	sameStats(t, "the tag "+scheduler.TagName(id), tagged, wrong)
+	tagged := stats(t, work, backfill.TagName(id))
+	sameStats(t, "the tag "+backfill.TagName(id), tagged, wrong)
 	// The cutover is a commit of its own on main (the window's partitions
 	// replaced by the branch's), the old main tagged.
 	refs := rw.refs()
-	if refs["main"] == "" || refs[scheduler.TagName(id)] == "" || refs[scheduler.TagName(id)] == refs["main"] || refs[scheduler.BranchName(id)] == "" {
+	if refs["main"] == "" || refs[backfill.TagName(id)] == "" || refs[backfill.TagName(id)] == refs["main"] || refs[scheduler.BranchName(id)] == "" {
 		t.Fatalf("refs after the cutover: %v; want main moved past the tag, the branch kept", refs)
 	}
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -260,7 +259,7 @@ func (e *engine) spec(n *tiNode, att store.Attempt) (executor.Spec, error) {
 	if err != nil {
 		return executor.Spec{}, err
 	}
-	env := append(os.Environ(), TaskEnv(rv, pv, n.task.Name, att.TryNumber)...)
+	env := append(os.Environ(), dsl.TaskEnv(rv, pv, n.task.Name, att.TryNumber)...)
 	for k, v := range def.Params {
 		env = append(env, "REWIND_PARAM_"+k+"="+v)
 	}
@@ -292,40 +291,4 @@ var slurmPoll = time.Second
 func (e *engine) slurmJobName(n *tiNode, att store.Attempt) string {
 	rv := e.runVars(n.run)
 	return fmt.Sprintf("rewind:%s:%s:%s:%d", rv.Pipeline, rv.LogicalDate.Format("2006-01-02"), n.task.Name, att.TryNumber)
-}
-
-// RunID is a run's id as tasks see it (run.id, REWIND_RUN_ID), as Airflow
-// names runs: "<kind>__<logical date>".
-func RunID(kind store.RunKind, logical time.Time) string {
-	return string(kind) + "__" + logical.Format(time.RFC3339)
-}
-
-// TaskEnv is the REWIND_* environment of an attempt (contract). The
-// REWIND_SECRET_<name> variables that carry sensitive values (and that a
-// string command refers to instead of holding the values in argv) come
-// with the rendered command's Env, which spec appends last.
-func TaskEnv(rv dsl.RunVars, pv dsl.PoolVars, task string, try int) []string {
-	mem, cpus := "", ""
-	if pv.Memory > 0 {
-		mem = strconv.FormatInt(pv.Memory, 10)
-	}
-	if pv.CPUs > 0 {
-		cpus = strconv.Itoa(pv.CPUs)
-	}
-	return []string{
-		"REWIND_PIPELINE=" + rv.Pipeline,
-		"REWIND_TASK=" + task,
-		"REWIND_RUN_ID=" + rv.ID,
-		"REWIND_DS=" + rv.LogicalDate.Format("2006-01-02"),
-		"REWIND_DS_NODASH=" + rv.LogicalDate.Format("20060102"),
-		"REWIND_LOGICAL_DATE=" + rv.LogicalDate.Format(time.RFC3339),
-		"REWIND_DATA_INTERVAL_START=" + rv.DataIntervalStart.Format(time.RFC3339),
-		"REWIND_DATA_INTERVAL_END=" + rv.DataIntervalEnd.Format(time.RFC3339),
-		"REWIND_RUN_KIND=" + rv.Kind,
-		"REWIND_TRY_NUMBER=" + strconv.Itoa(try),
-		"REWIND_POOL=" + pv.Name,
-		"REWIND_POOL_MEMORY=" + mem,
-		"REWIND_POOL_CPUS=" + cpus,
-		"REWIND_RUN_DIR=" + rv.Dir,
-	}
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rewind-dev/rewind/backfill"
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/lake"
 	"github.com/rewind-dev/rewind/scheduler"
@@ -91,19 +92,19 @@ func modelChild() {
 	defer st.Close()
 	sig, stop := signalContext(ctx)
 	defer stop()
-	o := scheduler.ApplyOptions{Store: st, Workspace: ws, Home: filepath.Join(dir, ".rewind"), Now: utc(modelNow), Wait: true,
+	o := backfill.ApplyOptions{Store: st, Workspace: ws, Home: filepath.Join(dir, ".rewind"), Now: utc(modelNow), Wait: true,
 		Grace: 2 * time.Second, ResumeID: os.Getenv("REWIND_MODEL_RESUME"), Force: os.Getenv("REWIND_MODEL_FORCE") != "", IncludePaused: true}
 	if o.ResumeID == "" {
 		from, _ := time.Parse(time.DateOnly, modelFrom)
 		to, _ := time.Parse(time.DateOnly, modelTo)
-		plan, err := scheduler.MakePlan(ctx, st, scheduler.PlanParams{Workspace: ws, Pipeline: "revenue", Start: from, End: to, Reprocess: "completed", Now: utc(modelNow)})
+		plan, err := backfill.MakePlan(ctx, st, backfill.PlanParams{Workspace: ws, Pipeline: "revenue", Start: from, End: to, Reprocess: "completed", Now: utc(modelNow)})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
 		o.Plan = plan
 	}
-	res, err := scheduler.ApplyBackfill(sig, o)
+	res, err := backfill.ApplyBackfill(sig, o)
 	out := map[string]string{}
 	if res != nil {
 		out["id"], out["state"] = res.ID, string(res.State)
@@ -251,7 +252,7 @@ func (m *model) succeeded(id string) {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	var plan scheduler.Plan
+	var plan backfill.Plan
 	if err := json.Unmarshal([]byte(b.Plan), &plan); err != nil {
 		m.t.Fatal(err)
 	}
@@ -318,7 +319,7 @@ func (m *model) resume(r *rand.Rand, force bool) {
 	}
 	if b.OnHold {
 		m.step("backfill unpause %s", b.ID)
-		if _, err := scheduler.HoldBackfill(context.Background(), m.e.st, b.ID, false); err != nil && !errors.Is(err, scheduler.ErrBackfillState) {
+		if _, err := backfill.HoldBackfill(context.Background(), m.e.st, b.ID, false); err != nil && !errors.Is(err, backfill.ErrBackfillState) {
 			m.fail("unpause: %v", err)
 		}
 	}
@@ -337,7 +338,7 @@ func (m *model) resume(r *rand.Rand, force bool) {
 func (m *model) cancel() {
 	if b := m.latest(store.BackfillRunning, store.BackfillFailed); b != nil {
 		m.step("cancel %s", b.ID)
-		if _, err := scheduler.CancelBackfill(context.Background(), m.e.st, b.ID); err != nil {
+		if _, err := backfill.CancelBackfill(context.Background(), m.e.st, b.ID); err != nil {
 			m.fail("cancel: %v", err)
 		}
 	}
@@ -346,7 +347,7 @@ func (m *model) cancel() {
 func (m *model) hold() {
 	if b := m.latest(store.BackfillRunning); b != nil {
 		m.step("backfill pause %s", b.ID)
-		if _, err := scheduler.HoldBackfill(context.Background(), m.e.st, b.ID, true); err != nil {
+		if _, err := backfill.HoldBackfill(context.Background(), m.e.st, b.ID, true); err != nil {
 			m.fail("backfill pause: %v", err)
 		}
 	}
@@ -399,8 +400,8 @@ func (m *model) rollback() {
 	}
 	m.step("rollback %s", b.ID)
 	before := m.amounts("main")
-	err := scheduler.RollbackBackfill(context.Background(), m.e.st, m.e.ws, b.ID)
-	if errors.Is(err, scheduler.ErrBackfillState) {
+	err := backfill.RollbackBackfill(context.Background(), m.e.st, m.e.ws, b.ID)
+	if errors.Is(err, backfill.ErrBackfillState) {
 		return // it ran no date: nothing to roll back, and it says so
 	}
 	if err != nil {
@@ -409,7 +410,7 @@ func (m *model) rollback() {
 	// The dates it ran are restored from the tag; the dates its plan
 	// skipped (another backfill held them, and may have cut them over
 	// since) are not its own: the rollback leaves them as they are.
-	var plan scheduler.Plan
+	var plan backfill.Plan
 	if err := json.Unmarshal([]byte(b.Plan), &plan); err != nil {
 		m.fail("the plan of %s: %v", b.ID, err)
 	}
@@ -417,7 +418,7 @@ func (m *model) rollback() {
 	for _, d := range plan.Dates {
 		ran[d.DS] = d.Action != "skip"
 	}
-	tag, main := m.amounts(scheduler.TagName(b.ID)), m.amounts("main")
+	tag, main := m.amounts(backfill.TagName(b.ID)), m.amounts("main")
 	for _, ds := range dates(modelFrom, modelTo) {
 		switch {
 		case ran[ds] && main[ds] != tag[ds]:
@@ -444,7 +445,7 @@ func (m *model) finish() {
 			m.fail("backfill %s is still %s after 6 resumes: no way out (%s)", b.ID, b.State, b.Detail)
 		}
 		if b.OnHold {
-			scheduler.HoldBackfill(context.Background(), m.e.st, b.ID, false)
+			backfill.HoldBackfill(context.Background(), m.e.st, b.ID, false)
 		}
 		m.step("finish: resume %s", b.ID)
 		m.child(b.ID, false, 0, 0)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rewind-dev/rewind/backfill"
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
@@ -115,9 +116,9 @@ func TestBackfillPausedPipelineAndResume(t *testing.T) {
 	now := utc("2025-07-31T00:00:00Z")
 	e.run(scheduler.Options{Now: now, Pipelines: []string{"revenue"}})
 	e.setFactor("2")
-	plan := e.plan(scheduler.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-29T00:00:00Z"), Reprocess: "completed", Now: now})
+	plan := e.plan(backfill.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-29T00:00:00Z"), Reprocess: "completed", Now: now})
 	ictx, onProgress := interruptAfter(10)
-	res, _ := scheduler.ApplyBackfill(ictx, scheduler.ApplyOptions{Store: e.st, Workspace: e.ws, Home: e.home, Plan: plan, Now: now,
+	res, _ := backfill.ApplyBackfill(ictx, backfill.ApplyOptions{Store: e.st, Workspace: e.ws, Home: e.home, Plan: plan, Now: now,
 		Grace: time.Second, OnProgress: onProgress})
 	if res == nil || res.State == store.BackfillSuccess {
 		t.Fatalf("the interrupted backfill: %+v", res)
@@ -128,12 +129,12 @@ func TestBackfillPausedPipelineAndResume(t *testing.T) {
 	}
 	// --force never cuts over unfinished dates, and a paused pipeline is
 	// not resumed into running nothing.
-	_, err := e.apply(scheduler.ApplyOptions{ResumeID: id, Now: now, Force: true})
-	if !errors.Is(err, scheduler.ErrPipelinePaused) {
+	_, err := e.apply(backfill.ApplyOptions{ResumeID: id, Now: now, Force: true})
+	if !errors.Is(err, backfill.ErrPipelinePaused) {
 		t.Fatalf("resume of a paused pipeline: %v", err)
 	}
 	before := e.ledger()
-	res, err = e.apply(scheduler.ApplyOptions{ResumeID: id, Now: now, IncludePaused: true})
+	res, err = e.apply(backfill.ApplyOptions{ResumeID: id, Now: now, IncludePaused: true})
 	if err != nil || res.State != store.BackfillSuccess {
 		t.Fatalf("resume with --include-paused: %v (%+v)", err, res)
 	}
@@ -169,9 +170,9 @@ func TestBackfillForceNeverCutsOverUnfinishedDates(t *testing.T) {
 	e.run(scheduler.Options{Now: now})
 	e.setFactor("2")
 	e.touch("fail")
-	plan := e.plan(scheduler.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-05T00:00:00Z"), Reprocess: "completed", Now: now})
-	res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: now, Force: true})
-	if !errors.Is(err, scheduler.ErrUnfinished) || res.State != store.BackfillFailed {
+	plan := e.plan(backfill.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-05T00:00:00Z"), Reprocess: "completed", Now: now})
+	res, err := e.apply(backfill.ApplyOptions{Plan: plan, Now: now, Force: true})
+	if !errors.Is(err, backfill.ErrUnfinished) || res.State != store.BackfillFailed {
 		t.Fatalf("apply with a failed date and --force: %v (%s)", err, res.State)
 	}
 	if !strings.Contains(err.Error(), "failed: 2025-07-03") {
@@ -190,7 +191,7 @@ func TestBackfillForceNeverCutsOverUnfinishedDates(t *testing.T) {
 	}
 	e.remove("fail")
 	before := e.ledger()
-	res, err = e.apply(scheduler.ApplyOptions{ResumeID: res.ID, Now: now})
+	res, err = e.apply(backfill.ApplyOptions{ResumeID: res.ID, Now: now})
 	if err != nil || res.State != store.BackfillSuccess {
 		t.Fatalf("resume: %v (%+v)", err, res)
 	}
@@ -220,15 +221,15 @@ func TestBackfillAfterCancelDoesNotMixVersions(t *testing.T) {
 	now := utc("2025-07-13T00:00:00Z")
 	e.run(scheduler.Options{Now: now})
 	e.setFactor("2")
-	plan := e.plan(scheduler.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-12T00:00:00Z"), Reprocess: "completed", Now: now})
+	plan := e.plan(backfill.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-12T00:00:00Z"), Reprocess: "completed", Now: now})
 	ictx, onProgress := interruptAfter(4)
-	res, _ := scheduler.ApplyBackfill(ictx, scheduler.ApplyOptions{Store: e.st, Workspace: e.ws, Home: e.home, Plan: plan, Now: now,
+	res, _ := backfill.ApplyBackfill(ictx, backfill.ApplyOptions{Store: e.st, Workspace: e.ws, Home: e.home, Plan: plan, Now: now,
 		Grace: time.Second, OnProgress: onProgress})
-	if _, err := scheduler.CancelBackfill(ctx, e.st, res.ID); err != nil {
+	if _, err := backfill.CancelBackfill(ctx, e.st, res.ID); err != nil {
 		t.Fatalf("cancel of the interrupted backfill: %v", err)
 	}
 	e.noWedgedRuns("revenue", "kpis")
-	plan = e.plan(scheduler.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-12T00:00:00Z"), Reprocess: "failed", Now: now})
+	plan = e.plan(backfill.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-12T00:00:00Z"), Reprocess: "failed", Now: now})
 	if plan.Selected != 12 {
 		var lines []string
 		for _, d := range plan.Dates {
@@ -237,7 +238,7 @@ func TestBackfillAfterCancelDoesNotMixVersions(t *testing.T) {
 		t.Fatalf("reprocess failed after a cancel selects %d dates; want all 12:\n%s", plan.Selected, strings.Join(lines, "\n"))
 	}
 	e.setFactor("3")
-	res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: now})
+	res, err := e.apply(backfill.ApplyOptions{Plan: plan, Now: now})
 	if err != nil || res.State != store.BackfillSuccess {
 		t.Fatalf("second backfill: %v", err)
 	}
@@ -257,9 +258,9 @@ func TestFailedBackfillRunsCanBeCleared(t *testing.T) {
 	now := utc("2025-07-11T00:00:00Z")
 	e.run(scheduler.Options{Now: now})
 	e.setFactor("2")
-	plan := e.plan(scheduler.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-10T00:00:00Z"), Reprocess: "completed", Now: now})
+	plan := e.plan(backfill.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-10T00:00:00Z"), Reprocess: "completed", Now: now})
 	ictx, onProgress := interruptAfter(3)
-	res, _ := scheduler.ApplyBackfill(ictx, scheduler.ApplyOptions{Store: e.st, Workspace: e.ws, Home: e.home, Plan: plan, Now: now,
+	res, _ := backfill.ApplyBackfill(ictx, backfill.ApplyOptions{Store: e.st, Workspace: e.ws, Home: e.home, Plan: plan, Now: now,
 		Grace: time.Second, OnProgress: onProgress})
 	if res.State != store.BackfillFailed {
 		t.Fatalf("interrupted backfill is %s", res.State)
@@ -287,12 +288,12 @@ func TestBackfillPauseHolds(t *testing.T) {
 	ctx := context.Background()
 	e.setFactor("1")
 	now := utc("2025-07-13T00:00:00Z")
-	plan := e.plan(scheduler.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-12T00:00:00Z"), Now: now})
+	plan := e.plan(backfill.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-12T00:00:00Z"), Now: now})
 	ids := make(chan string, 20)
 	var done atomic.Int64
-	finished := make(chan *scheduler.BackfillResult, 1)
+	finished := make(chan *backfill.BackfillResult, 1)
 	go func() {
-		res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: now, OnPhase: func(id, _ string) { ids <- id },
+		res, err := e.apply(backfill.ApplyOptions{Plan: plan, Now: now, OnPhase: func(id, _ string) { ids <- id },
 			OnProgress: func(p scheduler.Progress) { done.Store(int64(p.Done())) }})
 		if err != nil {
 			t.Log(err)
@@ -305,7 +306,7 @@ func TestBackfillPauseHolds(t *testing.T) {
 			t.Fatal("no run finished")
 		}
 	}
-	if _, err := scheduler.HoldBackfill(ctx, e.st, id, true); err != nil {
+	if _, err := backfill.HoldBackfill(ctx, e.st, id, true); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second) // the apply sees the hold within 250 ms; running attempts (0.3 s) end
@@ -319,7 +320,7 @@ func TestBackfillPauseHolds(t *testing.T) {
 		t.Fatalf("apply ended while paused: %+v", res)
 	default:
 	}
-	if _, err := scheduler.HoldBackfill(ctx, e.st, id, false); err != nil {
+	if _, err := backfill.HoldBackfill(ctx, e.st, id, false); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -364,11 +365,11 @@ pipeline "p" {
 	now := utc("2025-07-11T00:00:00Z")
 	e.run(scheduler.Options{Now: now})
 	before := counts(e.events("events.log"))
-	plan := e.plan(scheduler.PlanParams{Pipeline: "p", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-10T00:00:00Z"), Tasks: []string{"transform"}, TaskDownstream: true, Now: now})
+	plan := e.plan(backfill.PlanParams{Pipeline: "p", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-10T00:00:00Z"), Tasks: []string{"transform"}, TaskDownstream: true, Now: now})
 	if fmt.Sprint(plan.Tasks) != "[transform load]" || plan.Selected != 10 {
 		t.Fatalf("plan: tasks %v, %d dates", plan.Tasks, plan.Selected)
 	}
-	if res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: now}); err != nil || res.State != store.BackfillSuccess {
+	if res, err := e.apply(backfill.ApplyOptions{Plan: plan, Now: now}); err != nil || res.State != store.BackfillSuccess {
 		t.Fatalf("apply: %v", err)
 	}
 	after := counts(e.events("events.log"))
@@ -379,7 +380,7 @@ pipeline "p" {
 			}
 		}
 	}
-	if _, err := scheduler.MakePlan(context.Background(), e.st, scheduler.PlanParams{Workspace: e.ws, Pipeline: "p",
+	if _, err := backfill.MakePlan(context.Background(), e.st, backfill.PlanParams{Workspace: e.ws, Pipeline: "p",
 		Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-10T00:00:00Z"), Tasks: []string{"transfrom"}, Now: now}); err == nil ||
 		!strings.Contains(err.Error(), `unknown task "transfrom" of pipeline p (known: extract, transform, load)`) {
 		t.Errorf("misspelled task: %v", err)
@@ -432,9 +433,9 @@ func TestFailedValidationUnpausesConsumers(t *testing.T) {
 	now := utc("2025-07-06T00:00:00Z")
 	e.run(scheduler.Options{Now: now})
 	e.setFactor("3") // +200 %, over the 50 % rule
-	plan := e.plan(scheduler.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-05T00:00:00Z"), Reprocess: "completed", Now: now})
-	res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: now})
-	if !errors.Is(err, scheduler.ErrValidation) {
+	plan := e.plan(backfill.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-05T00:00:00Z"), Reprocess: "completed", Now: now})
+	res, err := e.apply(backfill.ApplyOptions{Plan: plan, Now: now})
+	if !errors.Is(err, backfill.ErrValidation) {
 		t.Fatalf("apply: %v; want a validation failure", err)
 	}
 	if p, _ := e.st.GetPipeline(ctx, "kpis"); p.Paused {
@@ -448,7 +449,7 @@ func TestFailedValidationUnpausesConsumers(t *testing.T) {
 			t.Errorf("main %s = %g after a failed validation", ds, got)
 		}
 	}
-	res, err = e.apply(scheduler.ApplyOptions{ResumeID: res.ID, Now: now, Force: true})
+	res, err = e.apply(backfill.ApplyOptions{ResumeID: res.ID, Now: now, Force: true})
 	if err != nil || res.State != store.BackfillSuccess {
 		t.Fatalf("resume --force: %v", err)
 	}
@@ -468,11 +469,11 @@ func TestNightlyRunsDuringA30DateBackfill(t *testing.T) {
 	e := newEnv(t, ledgerHCL)
 	e.setFactor("1")
 	e.run(scheduler.Options{Now: utc("2025-07-31T00:00:00Z")})
-	plan := e.plan(scheduler.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-30T00:00:00Z"), Reprocess: "completed", Now: utc("2025-07-31T00:00:00Z")})
+	plan := e.plan(backfill.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-30T00:00:00Z"), Reprocess: "completed", Now: utc("2025-07-31T00:00:00Z")})
 	e.setFactor("2")
 	nightlies := 0
-	res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: utc("2025-07-31T00:00:00Z"), OnPhase: func(id, phase string) {
-		if phase != scheduler.PhaseValidate {
+	res, err := e.apply(backfill.ApplyOptions{Plan: plan, Now: utc("2025-07-31T00:00:00Z"), OnPhase: func(id, phase string) {
+		if phase != backfill.PhaseValidate {
 			return
 		}
 		// Three nights pass while the backfill validates: each commits
@@ -499,7 +500,7 @@ func TestNightlyRunsDuringA30DateBackfill(t *testing.T) {
 			t.Errorf("nightly date %s = %g on main; want its own 500", ds, main[ds])
 		}
 	}
-	if err := scheduler.RollbackBackfill(context.Background(), e.st, e.ws, res.ID); err != nil {
+	if err := backfill.RollbackBackfill(context.Background(), e.st, e.ws, res.ID); err != nil {
 		t.Fatal(err)
 	}
 	main = e.mainAmounts()
@@ -544,8 +545,8 @@ pipeline "p" {
 		t.Fatal(diags.Error())
 	}
 	e.ws = ws
-	plan := e.plan(scheduler.PlanParams{Pipeline: "p", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-10T00:00:00Z"), Tasks: []string{"enrich"}, Now: now})
-	if res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: now}); err != nil || res.State != store.BackfillSuccess {
+	plan := e.plan(backfill.PlanParams{Pipeline: "p", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-10T00:00:00Z"), Tasks: []string{"enrich"}, Now: now})
+	if res, err := e.apply(backfill.ApplyOptions{Plan: plan, Now: now}); err != nil || res.State != store.BackfillSuccess {
 		t.Fatalf("apply: %v", err)
 	}
 	got := counts(e.events("events.log"))

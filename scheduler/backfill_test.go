@@ -15,24 +15,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rewind-dev/rewind/backfill"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
 )
 
-func (e *env) plan(pp scheduler.PlanParams) *scheduler.Plan {
+func (e *env) plan(pp backfill.PlanParams) *backfill.Plan {
 	e.t.Helper()
 	pp.Workspace = e.ws
-	plan, err := scheduler.MakePlan(context.Background(), e.st, pp)
+	plan, err := backfill.MakePlan(context.Background(), e.st, pp)
 	if err != nil {
 		e.t.Fatalf("plan: %v", err)
 	}
 	return plan
 }
 
-func (e *env) apply(o scheduler.ApplyOptions) (*scheduler.BackfillResult, error) {
+func (e *env) apply(o backfill.ApplyOptions) (*backfill.BackfillResult, error) {
 	e.t.Helper()
 	o.Store, o.Workspace, o.Home = e.st, e.ws, e.home
-	return scheduler.ApplyBackfill(context.Background(), o)
+	return backfill.ApplyBackfill(context.Background(), o)
 }
 
 func day(i int) time.Time { return utc("2025-01-01T00:00:00Z").AddDate(0, 0, i) }
@@ -81,7 +82,7 @@ pipeline "p" {
 		}
 	}
 	for reprocess, want := range map[string]int{"failed": 15, "completed": 90, "none": 5} {
-		plan := e.plan(scheduler.PlanParams{Pipeline: "p", Start: day(0), End: day(89), Reprocess: reprocess, MaxActiveRuns: 30, Now: utc("2025-06-01T00:00:00Z")})
+		plan := e.plan(backfill.PlanParams{Pipeline: "p", Start: day(0), End: day(89), Reprocess: reprocess, MaxActiveRuns: 30, Now: utc("2025-06-01T00:00:00Z")})
 		b, _ := json.Marshal(plan)
 		var got struct {
 			Selected int `json:"selected"`
@@ -129,9 +130,9 @@ pipeline "p" {
 			t.Fatal(err)
 		}
 	}
-	plan := e.plan(scheduler.PlanParams{Pipeline: "p", Start: day(0), End: day(9), Now: utc("2025-02-01T00:00:00Z")})
-	res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: utc("2025-02-01T00:00:00Z")})
-	if !errors.Is(err, scheduler.ErrSourcesMissing) {
+	plan := e.plan(backfill.PlanParams{Pipeline: "p", Start: day(0), End: day(9), Now: utc("2025-02-01T00:00:00Z")})
+	res, err := e.apply(backfill.ApplyOptions{Plan: plan, Now: utc("2025-02-01T00:00:00Z")})
+	if !errors.Is(err, backfill.ErrSourcesMissing) {
 		t.Fatalf("apply: %v; want missing sources", err)
 	}
 	for _, d := range []string{"2025-01-03", "2025-01-06", "2025-01-08"} {
@@ -146,7 +147,7 @@ pipeline "p" {
 		t.Errorf("%d runs created, tasks ran: %v", len(runs), e.events("ran.log"))
 	}
 	b, err := e.st.GetBackfill(context.Background(), res.ID)
-	if err != nil || b.State != store.BackfillFailed || b.Phase != scheduler.PhaseVerify {
+	if err != nil || b.State != store.BackfillFailed || b.Phase != backfill.PhaseVerify {
 		t.Errorf("backfill record %+v, %v; want failed at verify", b, err)
 	}
 }
@@ -180,13 +181,13 @@ notify "finance" {
 `)
 	now := utc("2025-01-11T00:00:00Z")
 	e.run(scheduler.Options{Now: now}) // ten days of both pipelines
-	plan := e.plan(scheduler.PlanParams{Pipeline: "revenue", Start: day(3), End: day(5), Reprocess: "completed", Reverse: true, Now: now})
+	plan := e.plan(backfill.PlanParams{Pipeline: "revenue", Start: day(3), End: day(5), Reprocess: "completed", Reverse: true, Now: now})
 	if len(plan.Downstream) != 1 || plan.Downstream[0] != "report" || len(plan.Watermarks) != 2 {
 		t.Fatalf("plan: downstream %v, watermarks %v", plan.Downstream, plan.Watermarks)
 	}
 	pausedDuringRun := false
-	res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: now, OnPhase: func(id, phase string) {
-		if phase == scheduler.PhaseRun {
+	res, err := e.apply(backfill.ApplyOptions{Plan: plan, Now: now, OnPhase: func(id, phase string) {
+		if phase == backfill.PhaseRun {
 			p, _ := e.st.GetPipeline(context.Background(), "report")
 			pausedDuringRun = p.Paused
 		}
@@ -258,14 +259,14 @@ pipeline "p" {
 	// History: two ordinary days ran before (they give the plan its run duration).
 	e.run(scheduler.Options{Now: day(2)})
 	// The window: 180 days with no run yet; the nightly run of the day after is due too.
-	plan := e.plan(scheduler.PlanParams{Pipeline: "p", Start: day(2), End: day(181), MaxActiveRuns: 30, Now: day(183)})
+	plan := e.plan(backfill.PlanParams{Pipeline: "p", Start: day(2), End: day(181), MaxActiveRuns: 30, Now: day(183)})
 	if plan.Selected != 180 || plan.Waves != 6 {
 		t.Fatalf("plan: %d dates in %d waves; want 180 in 6", plan.Selected, plan.Waves)
 	}
 	if plan.RunSeconds < 1.5 || plan.EstimateSeconds != 6*plan.RunSeconds {
 		t.Errorf("estimate %gs from a run of %gs; want 6 waves of at least 1.5s", plan.EstimateSeconds, plan.RunSeconds)
 	}
-	res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: day(183)})
+	res, err := e.apply(backfill.ApplyOptions{Plan: plan, Now: day(183)})
 	if err != nil || res.State != store.BackfillSuccess {
 		t.Fatalf("apply: %v", err)
 	}
@@ -325,11 +326,11 @@ pipeline "p" {
 	var mu sync.Mutex
 	clock := day(20)
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	plan := e.plan(scheduler.PlanParams{Pipeline: "p", Start: day(0), End: day(15), Now: day(20)})
+	plan := e.plan(backfill.PlanParams{Pipeline: "p", Start: day(0), End: day(15), Now: day(20)})
 	var switched time.Time
-	res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Clock: now, RefreshEvery: 100 * time.Millisecond,
+	res, err := e.apply(backfill.ApplyOptions{Plan: plan, Clock: now, RefreshEvery: 100 * time.Millisecond,
 		OnPhase: func(id, phase string) {
-			if phase == scheduler.PhaseRun {
+			if phase == backfill.PhaseRun {
 				time.AfterFunc(500*time.Millisecond, func() {
 					mu.Lock()
 					clock, switched = day(21), time.Now() // 2025-01-21 is now due
@@ -381,11 +382,11 @@ pipeline "c" {
   task "t" { command = "true" }
 }
 `)
-	plan := e.plan(scheduler.PlanParams{Pipeline: "p", Start: day(0), End: day(9), Now: day(10)})
+	plan := e.plan(backfill.PlanParams{Pipeline: "p", Start: day(0), End: day(9), Now: day(10)})
 	ids := make(chan string, 10)
-	done := make(chan *scheduler.BackfillResult)
+	done := make(chan *backfill.BackfillResult)
 	go func() {
-		res, _ := e.apply(scheduler.ApplyOptions{Plan: plan, Now: day(10), Grace: 200 * time.Millisecond,
+		res, _ := e.apply(backfill.ApplyOptions{Plan: plan, Now: day(10), Grace: 200 * time.Millisecond,
 			OnPhase: func(bid, phase string) { ids <- bid }})
 		done <- res
 	}()
@@ -402,7 +403,7 @@ pipeline "c" {
 	if err := e.st.UpdateBackfill(context.Background(), store.UpdateBackfillParams{ID: id, State: store.BackfillCancelled, Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	var res *scheduler.BackfillResult
+	var res *backfill.BackfillResult
 	select {
 	case res = <-done:
 	case <-time.After(20 * time.Second):
@@ -450,7 +451,7 @@ pipeline "board_pack" {
   task "t" { command = "true" }
 }
 `)
-	pp := scheduler.PlanParams{Pipeline: "raw", Start: day(0), End: day(2), Now: day(3)}
+	pp := backfill.PlanParams{Pipeline: "raw", Start: day(0), End: day(2), Now: day(3)}
 	if got := e.plan(pp).Downstream; strings.Join(got, ",") != "revenue" {
 		t.Errorf("downstream %v; want the direct consumer", got)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/store"
 )
 
@@ -72,7 +73,7 @@ type tiNode struct {
 	// hist is every attempt so far, oldest first: history routes hot dates
 	// and OOM escalations.
 	hist  []store.Attempt
-	route *Route // cached until the next attempt ends
+	route *skew.Route // cached until the next attempt ends
 }
 
 func newCache(e *engine, defs []*dsl.Pipeline) *cache {
@@ -315,7 +316,7 @@ func (e *engine) runVars(r *runNode) dsl.RunVars {
 	def := r.p.def
 	tz := def.Timezone
 	return dsl.RunVars{
-		ID:                RunID(r.run.Kind, r.run.LogicalDate.In(tz)),
+		ID:                store.RunID(r.run.Kind, r.run.LogicalDate.In(tz)),
 		Pipeline:          def.Name,
 		LogicalDate:       r.run.LogicalDate.In(tz),
 		DataIntervalStart: r.run.DataIntervalStart.In(tz),

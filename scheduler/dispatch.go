@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/store"
 )
 
@@ -298,7 +299,7 @@ func (e *engine) enqueue(ctx context.Context, ready []*tiNode, now time.Time) (t
 	var wake time.Time
 	var items []store.EnqueueItem
 	var nodes []*tiNode
-	var routes []Route
+	var routes []skew.Route
 	for _, n := range ready {
 		fits, w := e.fits(n, now)
 		if !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
@@ -523,18 +524,18 @@ func (e *engine) producersSucceeded(ctx context.Context, r *runNode, now time.Ti
 }
 
 // routeOf is the pool of n's next attempt, cached until an attempt ends.
-func (e *engine) routeOf(n *tiNode) Route {
+func (e *engine) routeOf(n *tiNode) skew.Route {
 	if n.route == nil {
 		p := n.run.p
-		var probe *probeResult
+		var probe *skew.Probes
 		if sk := n.task.EffectiveSkew(p.def); sk != nil {
 			probe = e.probes[sk]
 		}
-		h := history{attempts: n.hist}
+		h := skew.History{Attempts: n.hist}
 		if len(n.hist) > 0 && n.task.EffectiveSkew(p.def) != nil {
-			h.median = e.median(p, n.task.Name)
+			h.Median = e.median(p, n.task.Name)
 		}
-		rt := routeTask(e.o.Workspace, p.def, n.task, e.runVars(n.run), probe, h)
+		rt := skew.Task(e.o.Workspace, p.def, n.task, e.runVars(n.run), probe, h)
 		n.route = &rt
 	}
 	return *n.route
@@ -553,7 +554,7 @@ func (e *engine) median(p *pipe, task string) time.Duration {
 		}
 		p.medians = map[string]time.Duration{}
 		for t, ds := range durations {
-			p.medians[t] = medianDuration(ds)
+			p.medians[t] = skew.MedianDuration(ds)
 		}
 	}
 	return p.medians[task]
@@ -575,14 +576,14 @@ func (e *engine) runProbes(ctx context.Context) {
 					rvs = append(rvs, e.runVars(r))
 				}
 			}
-			e.probes[sk] = runProbes(ProbeContext(ctx, e.o.Now), p.def, sk, rvs)
-			keys := make([]int64, 0, len(e.probes[sk].errs))
-			for key := range e.probes[sk].errs {
+			e.probes[sk] = skew.Measure(skew.ProbeContext(ctx, e.o.Now), p.def, sk, rvs)
+			keys := make([]int64, 0, len(e.probes[sk].Failures()))
+			for key := range e.probes[sk].Failures() {
 				keys = append(keys, key)
 			}
 			slices.Sort(keys)
 			for _, key := range keys {
-				msg := e.probes[sk].errs[key]
+				msg := e.probes[sk].Failures()[key]
 				e.log.Warn("probe failed: the date is not treated as hot", "pipeline", p.def.Name, "logical_date", time.Unix(key, 0).In(p.def.Timezone).Format(time.RFC3339), "error", msg)
 				e.warn(fmt.Sprintf("%s: %s; the date runs on its own pool, not treated as hot", p.def.Name, msg))
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/sourcegraph/conc"
 
 	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/store"
 )
 
@@ -224,7 +225,7 @@ type engine struct {
 	limitStarts map[string][]time.Time
 	pools       map[string]*poolLife
 	local       map[string]int // attempts this process supervises, per pool (pool setup/teardown)
-	probes      map[*dsl.Skew]*probeResult
+	probes      map[*dsl.Skew]*skew.Probes
 	lakes       *Lakes
 	running     int // goroutines waiting for an attempt: each sends one completion
 	events      chan completion
@@ -301,7 +302,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	e := &engine{
 		o: o, base: fenced, st: fenced, self: self, log: o.Log,
 		limitStarts: map[string][]time.Time{}, pools: map[string]*poolLife{}, local: map[string]int{},
-		probes: map[*dsl.Skew]*probeResult{}, lakes: NewLakes(o.Workspace),
+		probes: map[*dsl.Skew]*skew.Probes{}, lakes: NewLakes(o.Workspace),
 		events: make(chan completion, 64), summary: &Summary{}, foreign: map[int64]store.RunningAttempt{},
 	}
 	e.progress.Started = time.Now()

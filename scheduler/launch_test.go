@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rewind-dev/rewind/backfill"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
 )
@@ -80,14 +81,14 @@ notify "ops" {
 }
 `)
 	now := utc("2025-01-04T00:00:00Z")
-	plan := e.plan(scheduler.PlanParams{Pipeline: "p", Start: utc("2025-01-01T00:00:00Z"), End: utc("2025-01-03T00:00:00Z"), Now: now})
+	plan := e.plan(backfill.PlanParams{Pipeline: "p", Start: utc("2025-01-01T00:00:00Z"), End: utc("2025-01-03T00:00:00Z"), Now: now})
 	type result struct {
-		res *scheduler.BackfillResult
+		res *backfill.BackfillResult
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: now})
+		res, err := e.apply(backfill.ApplyOptions{Plan: plan, Now: now})
 		done <- result{res, err}
 	}()
 	select {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rewind-dev/rewind/backfill"
 	"github.com/rewind-dev/rewind/lake"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
@@ -94,11 +95,11 @@ func TestHourlyOutputKeepsEveryHour(t *testing.T) {
 
 	// The window values of a backfill's dates are the hours' starts.
 	o := e.ws.Pipeline("views").Output("views")
-	got, err := scheduler.WindowValues(o, []scheduler.PlanDate{{LogicalDate: "2025-07-01T03:00:00Z", DS: "2025-07-01"}, {LogicalDate: "2025-07-01T05:00:00+02:00", DS: "2025-07-01"}})
+	got, err := backfill.WindowValues(o, []backfill.PlanDate{{LogicalDate: "2025-07-01T03:00:00Z", DS: "2025-07-01"}, {LogicalDate: "2025-07-01T05:00:00+02:00", DS: "2025-07-01"}})
 	if err != nil || strings.Join(got, " ") != "2025-07-01T03:00:00Z 2025-07-01T03:00:00Z" {
 		t.Fatalf("WindowValues: %v %v", got, err)
 	}
-	if _, err := scheduler.WindowValues(o, []scheduler.PlanDate{{LogicalDate: "2025-07-01", DS: "2025-07-01"}}); err == nil {
+	if _, err := backfill.WindowValues(o, []backfill.PlanDate{{LogicalDate: "2025-07-01", DS: "2025-07-01"}}); err == nil {
 		t.Errorf("WindowValues took a date for an interval")
 	}
 }
@@ -109,11 +110,11 @@ func TestHourlyOutputKeepsEveryHour(t *testing.T) {
 func TestHourlyBackfillCutsOverOneDay(t *testing.T) {
 	e, now := catchupHourly(t)
 	e.setFactor("1.2") // a fix of +20%, within max_change
-	plan := e.plan(scheduler.PlanParams{Pipeline: "views", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-01T23:00:00Z"), Reprocess: "completed", Now: now})
+	plan := e.plan(backfill.PlanParams{Pipeline: "views", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-01T23:00:00Z"), Reprocess: "completed", Now: now})
 	if plan.Selected != 24 {
 		t.Fatalf("the plan selects %d intervals, want the day's 24", plan.Selected)
 	}
-	res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: now})
+	res, err := e.apply(backfill.ApplyOptions{Plan: plan, Now: now})
 	if err != nil || res.State != store.BackfillSuccess {
 		t.Fatalf("apply: %v (%s)", err, res.State)
 	}
@@ -137,10 +138,10 @@ func TestHourlyBackfillCutsOverOneDay(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, report)
 		}
 	}
-	checkDay(t, e.hourlyStats(scheduler.TagName(res.ID)), "2025-07-01", 15)
+	checkDay(t, e.hourlyStats(backfill.TagName(res.ID)), "2025-07-01", 15)
 
 	// Rollback: the day's hours as before, the other day untouched.
-	if err := scheduler.RollbackBackfill(context.Background(), e.st, e.ws, res.ID); err != nil {
+	if err := backfill.RollbackBackfill(context.Background(), e.st, e.ws, res.ID); err != nil {
 		t.Fatal(err)
 	}
 	main = e.hourlyStats("main")
@@ -154,7 +155,7 @@ func TestHourlyBackfillCutsOverOneDay(t *testing.T) {
 // A daily output's window values are its dates' ds, as before.
 func TestWindowValuesOfADailyOutput(t *testing.T) {
 	e := newEnv(t, revenueHCL)
-	got, err := scheduler.WindowValues(e.ws.Pipeline("revenue").Output("revenue"), []scheduler.PlanDate{{LogicalDate: "2025-07-01T00:00:00+02:00", DS: "2025-07-01"}, {LogicalDate: "2025-07-02T00:00:00+02:00", DS: "2025-07-02"}})
+	got, err := backfill.WindowValues(e.ws.Pipeline("revenue").Output("revenue"), []backfill.PlanDate{{LogicalDate: "2025-07-01T00:00:00+02:00", DS: "2025-07-01"}, {LogicalDate: "2025-07-02T00:00:00+02:00", DS: "2025-07-02"}})
 	if err != nil || strings.Join(got, " ") != "2025-07-01 2025-07-02" {
 		t.Fatalf("WindowValues: %v %v", got, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rewind-dev/rewind/backfill"
 	"github.com/rewind-dev/rewind/lake"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
@@ -88,10 +89,10 @@ func TestOutputsWriteAuditPublish(t *testing.T) {
 
 	// A fix changes every amount by 4%: within max_change.
 	e.setFactor("1.04")
-	plan := e.plan(scheduler.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-03T00:00:00Z"), Reprocess: "completed", Now: now})
+	plan := e.plan(backfill.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-03T00:00:00Z"), Reprocess: "completed", Now: now})
 	var mainDuringValidate map[string]lake.PartitionStat
-	res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: now, OnPhase: func(id, phase string) {
-		if phase == scheduler.PhaseValidate {
+	res, err := e.apply(backfill.ApplyOptions{Plan: plan, Now: now, OnPhase: func(id, phase string) {
+		if phase == backfill.PhaseValidate {
 			mainDuringValidate = e.stats("main")
 		}
 	}})
@@ -110,7 +111,7 @@ func TestOutputsWriteAuditPublish(t *testing.T) {
 	if len(res.Corrections) != 3 || res.Corrections[0].Old != 150 || math.Abs(res.Corrections[0].New-156) > 1e-9 {
 		t.Errorf("corrections %+v", res.Corrections)
 	}
-	if tag := e.stats(scheduler.TagName(res.ID)); tag["2025-07-01"].Sums["amount_usd"] != 150 {
+	if tag := e.stats(backfill.TagName(res.ID)); tag["2025-07-01"].Sums["amount_usd"] != 150 {
 		t.Errorf("the tag does not hold the old main: %+v", tag)
 	}
 	report, _ := os.ReadFile(res.ReportPath)
@@ -119,7 +120,7 @@ func TestOutputsWriteAuditPublish(t *testing.T) {
 	}
 
 	// Rollback moves main back to the tag.
-	if err := scheduler.RollbackBackfill(ctx, e.st, e.ws, res.ID); err != nil {
+	if err := backfill.RollbackBackfill(ctx, e.st, e.ws, res.ID); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.stats("main")["2025-07-03"].Sums["amount_usd"]; got != 150 {
@@ -135,9 +136,9 @@ func TestOutputsValidationBlocksCutover(t *testing.T) {
 	now := utc("2025-07-03T00:00:00Z")
 	e.run(scheduler.Options{Now: now})
 	e.setFactor("2") // a 100% change: over max_change = 0.05
-	plan := e.plan(scheduler.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-02T00:00:00Z"), Reprocess: "completed", Now: now})
-	res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: now})
-	if !errors.Is(err, scheduler.ErrValidation) || res.State != store.BackfillFailed {
+	plan := e.plan(backfill.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-02T00:00:00Z"), Reprocess: "completed", Now: now})
+	res, err := e.apply(backfill.ApplyOptions{Plan: plan, Now: now})
+	if !errors.Is(err, backfill.ErrValidation) || res.State != store.BackfillFailed {
 		t.Fatalf("apply: %v (%s); want a validation failure", err, res.State)
 	}
 	if got := e.stats("main")["2025-07-01"].Sums["amount_usd"]; got != 150 {
@@ -158,9 +159,9 @@ func TestCutoverKeepsConcurrentCommit(t *testing.T) {
 	now := utc("2025-07-03T00:00:00Z")
 	e.run(scheduler.Options{Now: now})
 	e.setFactor("1.01")
-	plan := e.plan(scheduler.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-01T00:00:00Z"), Reprocess: "completed", Now: now})
-	res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: now, OnPhase: func(id, phase string) {
-		if phase != scheduler.PhaseCutover {
+	plan := e.plan(backfill.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-01T00:00:00Z"), Reprocess: "completed", Now: now})
+	res, err := e.apply(backfill.ApplyOptions{Plan: plan, Now: now, OnPhase: func(id, phase string) {
+		if phase != backfill.PhaseCutover {
 			return
 		}
 		// The nightly run of 2025-07-03 commits to main right now.
@@ -189,7 +190,7 @@ func TestCutoverKeepsConcurrentCommit(t *testing.T) {
 	if main["2025-07-03"].Sums["amount_usd"] != 7 || math.Abs(main["2025-07-01"].Sums["amount_usd"]-151.5) > 1e-9 {
 		t.Errorf("main %+v; want the nightly commit kept (7) and the backfill's window (151.5)", main)
 	}
-	if err := scheduler.RollbackBackfill(context.Background(), e.st, e.ws, res.ID); err != nil {
+	if err := backfill.RollbackBackfill(context.Background(), e.st, e.ws, res.ID); err != nil {
 		t.Fatal(err)
 	}
 	main = e.stats("main")
@@ -206,16 +207,16 @@ func TestOutputsRuleBlocksCutover(t *testing.T) {
 	now := utc("2025-07-03T00:00:00Z")
 	e.run(scheduler.Options{Now: now})
 	e.setFactor("1.01") // within max_change, but the second rule forbids any increase
-	plan := e.plan(scheduler.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-01T00:00:00Z"), Reprocess: "completed", Now: now})
-	res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: now})
-	if !errors.Is(err, scheduler.ErrValidation) || !strings.Contains(err.Error(), "rule new.amount_usd <= old.amount_usd is false") || strings.Contains(err.Error(), "new.rows == old.rows") {
+	plan := e.plan(backfill.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-01T00:00:00Z"), Reprocess: "completed", Now: now})
+	res, err := e.apply(backfill.ApplyOptions{Plan: plan, Now: now})
+	if !errors.Is(err, backfill.ErrValidation) || !strings.Contains(err.Error(), "rule new.amount_usd <= old.amount_usd is false") || strings.Contains(err.Error(), "new.rows == old.rows") {
 		t.Fatalf("apply: %v; want only the amount rule to fail", err)
 	}
 	if got := e.stats("main")["2025-07-01"].Sums["amount_usd"]; got != 150 {
 		t.Errorf("main changed: %g", got)
 	}
 	// --resume --force cuts over anyway.
-	res, err = e.apply(scheduler.ApplyOptions{ResumeID: res.ID, Force: true, Now: now})
+	res, err = e.apply(backfill.ApplyOptions{ResumeID: res.ID, Force: true, Now: now})
 	if err != nil || res.State != store.BackfillSuccess {
 		t.Fatalf("resume --force: %v (%s)", err, res.State)
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rewind-dev/rewind/backfill"
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/lake"
 	"github.com/rewind-dev/rewind/scheduler"
@@ -21,8 +22,8 @@ import (
 )
 
 // phases are a backfill's phases in the order apply runs them.
-var phases = []string{scheduler.PhasePause, scheduler.PhaseVerify, scheduler.PhaseWatermark, scheduler.PhaseRun,
-	scheduler.PhaseValidate, scheduler.PhaseCutover, scheduler.PhaseRebuild, scheduler.PhaseReport, scheduler.PhaseDone}
+var phases = []string{backfill.PhasePause, backfill.PhaseVerify, backfill.PhaseWatermark, backfill.PhaseRun,
+	backfill.PhaseValidate, backfill.PhaseCutover, backfill.PhaseRebuild, backfill.PhaseReport, backfill.PhaseDone}
 
 // BackfillJSON is the backfill page (GET /api/backfills/ID).
 type BackfillJSON struct {
@@ -35,7 +36,7 @@ type BackfillJSON struct {
 	// Dates are the plan's dates with where each stands now.
 	Dates []BackfillDateRowJSON `json:"dates"`
 	// Plan is the plan the backfill ran, as `backfill plan --json`.
-	Plan *scheduler.Plan `json:"plan"`
+	Plan *backfill.Plan `json:"plan"`
 	// Validation compares each output's branch with main per date (nil for
 	// a pipeline without outputs).
 	Validation *ValidationJSON `json:"validation"`
@@ -138,7 +139,7 @@ func (s *Server) backfill(ctx context.Context, id string) (*BackfillJSON, error)
 	}
 	out := &BackfillJSON{Status: BackfillStatus(b, runs), Backfill: backfillSummary(b), Progress: map[string]int{}, Dates: []BackfillDateRowJSON{}}
 	if b.Plan != "" {
-		var plan scheduler.Plan
+		var plan backfill.Plan
 		if err := json.Unmarshal([]byte(b.Plan), &plan); err == nil {
 			out.Plan = &plan
 		}
@@ -157,7 +158,7 @@ func (s *Server) backfill(ctx context.Context, id string) (*BackfillJSON, error)
 			runEnd = r.EndedAt
 		}
 	}
-	var window []scheduler.PlanDate
+	var window []backfill.PlanDate
 	if out.Plan != nil {
 		for _, d := range out.Plan.Dates {
 			row := BackfillDateRowJSON{DS: d.DS, LogicalDate: d.LogicalDate, Action: d.Action, Pool: d.Pool, Reason: d.Reason, State: "none"}
@@ -190,7 +191,7 @@ func (s *Server) backfill(ctx context.Context, id string) (*BackfillJSON, error)
 // phaseRows says where each phase stands from the backfill's phase and state.
 func phaseRows(b store.Backfill, runStart, runEnd time.Time) []PhaseJSON {
 	cur := slices.Index(phases, b.Phase)
-	done := b.State == store.BackfillSuccess && b.Phase == scheduler.PhaseDone
+	done := b.State == store.BackfillSuccess && b.Phase == backfill.PhaseDone
 	rows := make([]PhaseJSON, len(phases))
 	for i, name := range phases {
 		row := PhaseJSON{Name: name, State: "pending"}
@@ -206,7 +207,7 @@ func phaseRows(b store.Backfill, runStart, runEnd time.Time) []PhaseJSON {
 		switch {
 		case i == 0:
 			row.Started = stamp(b.CreatedAt)
-		case name == scheduler.PhaseRun && !runStart.IsZero():
+		case name == backfill.PhaseRun && !runStart.IsZero():
 			row.Started = stamp(runStart)
 			if row.State == "done" {
 				row.Ended = stamp(runEnd)
@@ -221,7 +222,7 @@ func phaseRows(b store.Backfill, runStart, runEnd time.Time) []PhaseJSON {
 				row.Ended = stamp(b.UpdatedAt)
 			}
 		}
-		if done && name == scheduler.PhaseDone {
+		if done && name == backfill.PhaseDone {
 			row.Ended = stamp(b.UpdatedAt)
 		}
 		rows[i] = row
@@ -250,8 +251,8 @@ func (s *Server) report(id string) string {
 
 // validation compares, per date of the window, each output's branch
 // with what main had: the tag after a cutover, main before it.
-func (s *Server) validation(ctx context.Context, def *dsl.Pipeline, b store.Backfill, window []scheduler.PlanDate) (*ValidationJSON, []OutputRefsJSON) {
-	branch, tag := scheduler.BranchName(b.ID), scheduler.TagName(b.ID)
+func (s *Server) validation(ctx context.Context, def *dsl.Pipeline, b store.Backfill, window []backfill.PlanDate) (*ValidationJSON, []OutputRefsJSON) {
+	branch, tag := scheduler.BranchName(b.ID), backfill.TagName(b.ID)
 	v := &ValidationJSON{Old: lake.MainBranch, New: branch, Rows: []CorrectionRow{}}
 	var refs []OutputRefsJSON
 	s.lakesMu.Lock()
@@ -281,7 +282,7 @@ func (s *Server) validation(ctx context.Context, def *dsl.Pipeline, b store.Back
 		v.Error = fmt.Sprintf("no branch %s: the backfill wrote nothing yet, or its branch expired", branch)
 		return v, refs
 	}
-	cs, err := scheduler.Corrections(ctx, s.lakes, def, v.Old, v.New, window)
+	cs, err := backfill.Corrections(ctx, s.lakes, def, v.Old, v.New, window)
 	if err != nil {
 		v.Error = err.Error()
 		return v, refs

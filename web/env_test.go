@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rewind-dev/rewind/backfill"
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
@@ -71,20 +72,20 @@ func (e *env) run(o scheduler.Options) *scheduler.Summary {
 	return sum
 }
 
-func (e *env) plan(pp scheduler.PlanParams) *scheduler.Plan {
+func (e *env) plan(pp backfill.PlanParams) *backfill.Plan {
 	e.t.Helper()
 	pp.Workspace = e.ws
-	plan, err := scheduler.MakePlan(context.Background(), e.st, pp)
+	plan, err := backfill.MakePlan(context.Background(), e.st, pp)
 	if err != nil {
 		e.t.Fatalf("plan: %v", err)
 	}
 	return plan
 }
 
-func (e *env) apply(o scheduler.ApplyOptions) (*scheduler.BackfillResult, error) {
+func (e *env) apply(o backfill.ApplyOptions) (*backfill.BackfillResult, error) {
 	e.t.Helper()
 	o.Store, o.Workspace, o.Home = e.st, e.ws, e.home
-	return scheduler.ApplyBackfill(context.Background(), o)
+	return backfill.ApplyBackfill(context.Background(), o)
 }
 
 func (e *env) write(name, text string) {

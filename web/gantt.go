@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/rewind-dev/rewind/dsl"
-	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
 )
 
@@ -53,7 +52,7 @@ type ganttTick struct {
 }
 
 func gantt(def *dsl.Pipeline, r store.Run, now time.Time) ganttChart {
-	g := ganttChart{Pipeline: r.Pipeline, Run: r, RunKey: scheduler.RunID(r.Kind, r.LogicalDate), Width: ganttWidth, Label: ganttLabel}
+	g := ganttChart{Pipeline: r.Pipeline, Run: r, RunKey: store.RunID(r.Kind, r.LogicalDate), Width: ganttWidth, Label: ganttLabel}
 	order := map[string]int{}
 	if def != nil {
 		for i, t := range def.Tasks {

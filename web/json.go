@@ -11,6 +11,7 @@ import (
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/store"
 	"github.com/rewind-dev/rewind/timetable"
 )
@@ -96,7 +97,7 @@ func ToRunJSON(r store.Run, home string) RunJSON {
 	out := RunJSON{
 		Pipeline: r.Pipeline, LogicalDate: r.LogicalDate.Format(time.RFC3339), DS: r.DS,
 		DataIntervalStart: r.DataIntervalStart.Format(time.RFC3339), DataIntervalEnd: r.DataIntervalEnd.Format(time.RFC3339),
-		Kind: string(r.Kind), State: string(r.State), RunID: scheduler.RunID(r.Kind, r.LogicalDate), Reason: RunReason(r, home),
+		Kind: string(r.Kind), State: string(r.State), RunID: store.RunID(r.Kind, r.LogicalDate), Reason: RunReason(r, home),
 		Tasks: []TaskJSON{},
 	}
 	for _, t := range r.Tasks {
@@ -151,7 +152,7 @@ func Dates(ctx context.Context, p *dsl.Pipeline, win timetable.Window) ([]DateJS
 	for iv := range tt.Intervals(win) {
 		ivs = append(ivs, iv)
 	}
-	routes, warnings := scheduler.DateRoutesChecked(ctx, p, ivs)
+	routes, warnings := skew.DateRoutesChecked(ctx, p, ivs)
 	out := make([]DateJSON, len(ivs))
 	for i, iv := range ivs {
 		out[i] = DateJSON{

@@ -17,6 +17,7 @@ import (
 
 	_ "github.com/mattn/go-sqlite3"
 
+	"github.com/rewind-dev/rewind/backfill"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
 	"github.com/rewind-dev/rewind/store/pgtest"
@@ -175,9 +176,9 @@ func failedValidation(t *testing.T) (*env, string) {
 	now := utc("2025-07-03T00:00:00Z")
 	e.run(scheduler.Options{Now: now})
 	e.write("factor", "2")
-	plan := e.plan(scheduler.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-02T00:00:00Z"), Reprocess: "completed", Now: now})
-	res, err := e.apply(scheduler.ApplyOptions{Plan: plan, Now: now})
-	if !errors.Is(err, scheduler.ErrValidation) || res.State != store.BackfillFailed {
+	plan := e.plan(backfill.PlanParams{Pipeline: "revenue", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-02T00:00:00Z"), Reprocess: "completed", Now: now})
+	res, err := e.apply(backfill.ApplyOptions{Plan: plan, Now: now})
+	if !errors.Is(err, backfill.ErrValidation) || res.State != store.BackfillFailed {
 		t.Fatalf("apply: %v; want a validation failure", err)
 	}
 	return e, res.ID

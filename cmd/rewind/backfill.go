@@ -16,8 +16,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rewind-dev/rewind/backfill"
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/store"
 )
 
@@ -90,7 +92,7 @@ func (f *planFlags) check(cmd *cobra.Command, g *globals, pipeline string) (*dsl
 	return w, nil
 }
 
-func (f *planFlags) plan(cmd *cobra.Command, g *globals, w *dsl.Workspace, pipeline string, st store.Store) (*scheduler.Plan, error) {
+func (f *planFlags) plan(cmd *cobra.Command, g *globals, w *dsl.Workspace, pipeline string, st store.Store) (*backfill.Plan, error) {
 	p, err := findPipeline(w, pipeline)
 	if err != nil {
 		return nil, err
@@ -106,8 +108,8 @@ func (f *planFlags) plan(cmd *cobra.Command, g *globals, w *dsl.Workspace, pipel
 	}
 	// The plan routes its dates twice (skew rules, then the history of
 	// their runs): the probes run once.
-	ctx := scheduler.ProbeContext(cmd.Context(), now)
-	plan, err := scheduler.MakePlan(ctx, st, scheduler.PlanParams{
+	ctx := skew.ProbeContext(cmd.Context(), now)
+	plan, err := backfill.MakePlan(ctx, st, backfill.PlanParams{
 		Workspace: w, Pipeline: pipeline, Start: start, End: end, Reprocess: f.reprocess,
 		Reverse: f.reverse, MaxActiveRuns: f.maxActiveRuns, Now: now, IncludeDownstream: f.downstream,
 		Tasks: f.tasks, TaskDownstream: f.taskDown,
@@ -115,8 +117,8 @@ func (f *planFlags) plan(cmd *cobra.Command, g *globals, w *dsl.Workspace, pipel
 	if err != nil {
 		return nil, stateError(err, exitUsage)
 	}
-	if err := scheduler.PlanRoutes(ctx, st, w, plan); err != nil {
-		if errors.Is(err, scheduler.ErrProbe) {
+	if err := backfill.PlanRoutes(ctx, st, w, plan); err != nil {
+		if errors.Is(err, skew.ErrProbe) {
 			return nil, exitWith(exitUsage, "%v (fix the probe, or remove it from the skew block, before planning)", err)
 		}
 		return nil, stateError(err, exitState)
@@ -190,7 +192,7 @@ func newBackfillPlanCmd(g *globals) *cobra.Command {
 	return c
 }
 
-func printPlan(w io.Writer, p *scheduler.Plan) {
+func printPlan(w io.Writer, p *backfill.Plan) {
 	fmt.Fprintf(w, "backfill of %s from %s to %s (reprocess %s", p.Pipeline, p.Start, p.End, p.Reprocess)
 	if p.Reverse {
 		fmt.Fprint(w, ", newest first")
@@ -290,13 +292,13 @@ written, 130 interrupted (resume with --resume ID).`,
 			default:
 				return exitWith(exitUsage, "apply needs PIPELINE with --start and --end, --plan FILE, or --resume ID")
 			}
-			var plan *scheduler.Plan
+			var plan *backfill.Plan
 			if planFile != "" {
 				b, err := os.ReadFile(planFile)
 				if err != nil {
 					return exitWith(exitUsage, "--plan: %v", err)
 				}
-				plan = &scheduler.Plan{}
+				plan = &backfill.Plan{}
 				if err := json.Unmarshal(b, plan); err != nil {
 					return exitWith(exitUsage, "--plan %s: %v", planFile, err)
 				}
@@ -325,7 +327,7 @@ written, 130 interrupted (resume with --resume ID).`,
 				return err
 			}
 			now, _ := parseNow(f.now)
-			o := scheduler.ApplyOptions{Store: st, Workspace: w, Home: homeDir(g), Now: now, Wait: true, ResumeID: resume, Force: force, IncludePaused: includePaused, Plan: plan}
+			o := backfill.ApplyOptions{Store: st, Workspace: w, Home: homeDir(g), Now: now, Wait: true, ResumeID: resume, Force: force, IncludePaused: includePaused, Plan: plan}
 			if resume == "" && plan == nil {
 				if o.Plan, err = f.plan(cmd, g, w, args[0], st); err != nil {
 					return err
@@ -338,7 +340,7 @@ written, 130 interrupted (resume with --resume ID).`,
 					fmt.Fprintf(g.stderr, "backfill %s: %s\n", id, phase)
 				}
 			}
-			res, err := scheduler.ApplyBackfill(ctx, o)
+			res, err := backfill.ApplyBackfill(ctx, o)
 			prog.finish()
 			if res != nil && res.Summary != nil && !quiet {
 				for _, w := range res.Summary.Warnings {
@@ -353,7 +355,7 @@ written, 130 interrupted (resume with --resume ID).`,
 				return exitWith(exitFailed, "backfill %s cancelled", res.ID)
 			case res != nil && res.Summary != nil && res.Summary.Interrupted:
 				return exitWith(exitInterrupt, "interrupted: continue with 'rewind backfill apply --resume %s'", res.ID)
-			case errors.Is(err, scheduler.ErrPipelinePaused):
+			case errors.Is(err, backfill.ErrPipelinePaused):
 				return exitWith(exitUsage, "%v", err)
 			case err != nil:
 				if res != nil {
@@ -460,10 +462,10 @@ func newBackfillRollbackCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := scheduler.RollbackBackfill(cmd.Context(), st, w, args[0]); err != nil {
+			if err := backfill.RollbackBackfill(cmd.Context(), st, w, args[0]); err != nil {
 				return exitWith(exitFailed, "%v", err)
 			}
-			fmt.Fprintf(g.stdout, "backfill %s rolled back: the window's dates on main are as at %s, later commits kept\n", args[0], scheduler.TagName(args[0]))
+			fmt.Fprintf(g.stdout, "backfill %s rolled back: the window's dates on main are as at %s, later commits kept\n", args[0], backfill.TagName(args[0]))
 			return nil
 		},
 	}
@@ -588,7 +590,7 @@ is not running, or that failed, is settled the same way at once. Its
 finished dates live only on its branch: a later backfill with --reprocess
 failed runs them again.`,
 		Args: cobra.ExactArgs(1),
-		RunE: backfillOp(g, "cancelled", scheduler.CancelBackfill),
+		RunE: backfillOp(g, "cancelled", backfill.CancelBackfill),
 	}
 }
 
@@ -606,7 +608,7 @@ its 'backfill apply' waits. 'backfill unpause ID' lets it go on (a backfill
 whose apply is not running goes on with 'apply --resume ID').`,
 		Args: cobra.ExactArgs(1),
 		RunE: backfillOp(g, done, func(ctx context.Context, st store.Store, id string) (store.Backfill, error) {
-			return scheduler.HoldBackfill(ctx, st, id, hold)
+			return backfill.HoldBackfill(ctx, st, id, hold)
 		}),
 	}
 }
@@ -629,7 +631,7 @@ func backfillOp(g *globals, done string, op func(context.Context, store.Store, s
 			return err
 		}
 		b, err = op(ctx, st, b.ID)
-		if errors.Is(err, scheduler.ErrBackfillState) {
+		if errors.Is(err, backfill.ErrBackfillState) {
 			return exitWith(exitUsage, "%v", err)
 		}
 		if err != nil {

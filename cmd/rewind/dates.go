@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rewind-dev/rewind/dsl"
-	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/timetable"
 )
 
@@ -75,7 +75,7 @@ Times are in the pipeline's timezone. PATH (or --path) is the workspace.`,
 			for iv := range tt.Intervals(win) {
 				ivs = append(ivs, iv)
 			}
-			routes, warnings := scheduler.DateRoutesChecked(scheduler.ProbeContext(cmd.Context(), now), p, ivs)
+			routes, warnings := skew.DateRoutesChecked(skew.ProbeContext(cmd.Context(), now), p, ivs)
 			for _, w := range warnings {
 				fmt.Fprintln(g.stderr, "warning: "+w)
 			}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
 )
 
@@ -129,7 +128,7 @@ func findRun(ctx context.Context, g *globals, st store.Store, pipeline, which st
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s has %d runs on %s: name one by its logical date or run id:", pipeline, len(match), which)
 	for _, r := range match {
-		fmt.Fprintf(&b, "\n  %s  %s", r.LogicalDate.Format(time.RFC3339), scheduler.RunID(r.Kind, r.LogicalDate))
+		fmt.Fprintf(&b, "\n  %s  %s", r.LogicalDate.Format(time.RFC3339), store.RunID(r.Kind, r.LogicalDate))
 	}
 	return store.Run{}, exitWith(exitUsage, "%s", b.String())
 }

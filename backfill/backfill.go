@@ -1,4 +1,4 @@
-package scheduler
+package backfill
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/lake"
+	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/store"
 	"github.com/rewind-dev/rewind/timetable"
 )
@@ -134,7 +136,7 @@ func MakePlan(ctx context.Context, st store.Store, pp PlanParams) (*Plan, error)
 		return nil, fmt.Errorf("--reprocess %q: want none, failed or completed", pp.Reprocess)
 	}
 	if pp.End.Before(pp.Start) {
-		return nil, fmt.Errorf("--end %s is before --start %s", pp.End.Format(dateOnly), pp.Start.Format(dateOnly))
+		return nil, fmt.Errorf("--end %s is before --start %s", pp.End.Format(skew.DateOnly), pp.Start.Format(skew.DateOnly))
 	}
 	now := pp.Now
 	if now.IsZero() {
@@ -172,9 +174,9 @@ func MakePlan(ctx context.Context, st store.Store, pp PlanParams) (*Plan, error)
 	}
 	results := resultPlace(ctx, st, def)
 	stalled := stalledRun(ctx, st)
-	routes := DateRoutes(ctx, def, ivs)
+	routes := skew.DateRoutes(ctx, def, ivs)
 	plan := &Plan{
-		Pipeline: def.Name, Paused: paused, Outputs: len(def.Outputs) > 0, Tasks: tasks, Start: pp.Start.Format(dateOnly), End: pp.End.Format(dateOnly),
+		Pipeline: def.Name, Paused: paused, Outputs: len(def.Outputs) > 0, Tasks: tasks, Start: pp.Start.Format(skew.DateOnly), End: pp.End.Format(skew.DateOnly),
 		Reprocess: pp.Reprocess, Reverse: pp.Reverse, MaxActiveRuns: maxRuns,
 		Dates: []PlanDate{}, Requires: []string{}, Watermarks: []WatermarkReset{}, Downstream: []string{},
 	}
@@ -327,7 +329,7 @@ func resultPlace(ctx context.Context, st store.Store, def *dsl.Pipeline) func(st
 		case b.State == store.BackfillSuccess:
 			return "main", ""
 		default:
-			return "branch", fmt.Sprintf("its result is only on %s (backfill %s %s, not cut over): main holds the version before it", BranchName(b.ID), b.ID, b.State)
+			return "branch", fmt.Sprintf("its result is only on %s (backfill %s %s, not cut over): main holds the version before it", scheduler.BranchName(b.ID), b.ID, b.State)
 		}
 	}
 }
@@ -414,7 +416,7 @@ func medianRunDuration(ctx context.Context, st store.Store, def *dsl.Pipeline) (
 		}
 	}
 	if len(ds) > 0 {
-		return medianDuration(ds), nil
+		return skew.MedianDuration(ds), nil
 	}
 	tasks, err := st.TaskDurations(ctx, store.TaskDurationsParams{Pipeline: def.Name, Limit: 100})
 	if err != nil {
@@ -422,7 +424,7 @@ func medianRunDuration(ctx context.Context, st store.Store, def *dsl.Pipeline) (
 	}
 	var sum time.Duration
 	for _, d := range tasks {
-		sum += medianDuration(d)
+		sum += skew.MedianDuration(d)
 	}
 	return sum, nil
 }
@@ -472,7 +474,7 @@ type ApplyOptions struct {
 	IncludePaused bool
 	// OnPhase is told when a phase starts.
 	OnPhase    func(id, phase string)
-	OnProgress func(Progress)
+	OnProgress func(scheduler.Progress)
 	Log        *slog.Logger
 }
 
@@ -482,7 +484,7 @@ type BackfillResult struct {
 	State      store.BackfillState
 	ReportPath string
 	Missing    []string // dates whose sources failed verification: "ds: check: error"
-	Summary    *Summary
+	Summary    *scheduler.Summary
 	// Corrections are the outputs' per-date changes that validation found.
 	Corrections []Correction
 	// Unpaused: the consumers unpaused because the backfill failed before
@@ -551,8 +553,8 @@ func ApplyBackfill(ctx context.Context, o ApplyOptions) (*BackfillResult, error)
 			return nil, err
 		}
 		def := o.Workspace.Pipeline(plan.Pipeline)
-		from, _ := time.ParseInLocation(dateOnly, plan.Start, def.Timezone)
-		to, _ := time.ParseInLocation(dateOnly, plan.End, def.Timezone)
+		from, _ := time.ParseInLocation(skew.DateOnly, plan.Start, def.Timezone)
+		to, _ := time.ParseInLocation(skew.DateOnly, plan.End, def.Timezone)
 		for _, d := range plan.Dates {
 			// A sub-daily window ends at its last interval, not at the
 			// midnight of its last day.
@@ -578,7 +580,7 @@ func ApplyBackfill(ctx context.Context, o ApplyOptions) (*BackfillResult, error)
 			b.ID = fmt.Sprintf("%s_%d", base, n)
 		}
 	}
-	a := &applier{o: o, b: b, plan: plan, res: &BackfillResult{ID: b.ID, State: store.BackfillRunning}, lakes: NewLakes(o.Workspace),
+	a := &applier{o: o, b: b, plan: plan, res: &BackfillResult{ID: b.ID, State: store.BackfillRunning}, lakes: scheduler.NewLakes(o.Workspace),
 		resumed: o.ResumeID != "", hold: new(atomic.Bool)}
 	a.hold.Store(b.OnHold)
 	a.def = o.Workspace.Pipeline(plan.Pipeline)
@@ -621,7 +623,7 @@ type applier struct {
 	plan    Plan
 	def     *dsl.Pipeline
 	res     *BackfillResult
-	lakes   *Lakes
+	lakes   *scheduler.Lakes
 	resumed bool         // apply --resume
 	hold    *atomic.Bool // backfill pause, polled from the store
 }
@@ -641,7 +643,7 @@ func (a *applier) validate(ctx context.Context) error {
 	if len(a.def.Outputs) == 0 {
 		return nil
 	}
-	cs, err := Corrections(ctx, a.lakes, a.def, "main", BranchName(a.b.ID), a.selected())
+	cs, err := Corrections(ctx, a.lakes, a.def, "main", scheduler.BranchName(a.b.ID), a.selected())
 	if err != nil {
 		return err
 	}
@@ -657,7 +659,7 @@ func (a *applier) validate(ctx context.Context) error {
 	}
 	if len(over) > 0 && !a.o.Force {
 		return fmt.Errorf("%w: %d changes over their rules; main is untouched, branch %s kept (apply --resume %s --force cuts over anyway):\n  %s",
-			ErrValidation, len(over), BranchName(a.b.ID), a.b.ID, strings.Join(over, "\n  "))
+			ErrValidation, len(over), scheduler.BranchName(a.b.ID), a.b.ID, strings.Join(over, "\n  "))
 	}
 	return nil
 }
@@ -683,7 +685,7 @@ func (a *applier) cutover(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if _, err := lk.ReplaceWindow(ctx, o.Table, lake.MainBranch, BranchName(a.b.ID), window, TagName(a.b.ID),
+		if _, err := lk.ReplaceWindow(ctx, o.Table, lake.MainBranch, scheduler.BranchName(a.b.ID), window, TagName(a.b.ID),
 			"cutover:"+a.b.ID, map[string]string{"rewind.backfill": a.b.ID, "rewind.kind": "cutover"}); err != nil {
 			return fmt.Errorf("cutover of %s: %w", o.Table, err)
 		}
@@ -725,7 +727,7 @@ func RollbackBackfill(ctx context.Context, st store.Store, ws *dsl.Workspace, id
 	if len(dates) == 0 {
 		return fmt.Errorf("%w: backfill %s ran no date: nothing to roll back", ErrBackfillState, id)
 	}
-	lakes := NewLakes(ws)
+	lakes := scheduler.NewLakes(ws)
 	defer lakes.Close()
 	for _, o := range def.Outputs {
 		lk, err := lakes.Get(ctx, o.Catalog)
@@ -866,38 +868,7 @@ func (a *applier) fail(ph string, err error) error {
 func (a *applier) cancelled() error {
 	a.res.State = store.BackfillCancelled
 	ctx := context.Background()
-	return errors.Join(a.unpause(ctx), CancelBackfillRuns(ctx, a.o.Store, a.b))
-}
-
-// CancelBackfillRuns marks a backfill's unfinished runs failed: their task
-// instances that wait (scheduled, queued, up for retry) fail, and each run
-// whose task instances are then all finished fails with them. A run with a
-// task instance still running is left to the apply that runs it, which
-// stops it and calls this again.
-func CancelBackfillRuns(ctx context.Context, st store.Store, b store.Backfill) error {
-	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{b.Pipeline}, States: []store.RunState{store.RunQueued, store.RunRunning}, WithTasks: true})
-	if err != nil {
-		return err
-	}
-	for _, r := range runs {
-		if r.BackfillID != b.ID {
-			continue
-		}
-		var waiting []int64
-		for _, ti := range r.Tasks {
-			waiting = append(waiting, ti.ID)
-		}
-		if _, err := st.SetTaskStates(ctx, store.SetTaskStatesParams{
-			IDs: waiting, From: []store.TaskState{store.TaskScheduled, store.TaskQueued, store.TaskUpForRetry},
-			To: store.TaskFailed, Now: time.Now(),
-		}); err != nil {
-			return err
-		}
-		if err := st.FinishRun(ctx, store.FinishRunParams{RunID: r.ID, State: store.RunFailed, Now: time.Now()}); err != nil && !errors.Is(err, store.ErrConflict) {
-			return err
-		}
-	}
-	return nil
+	return errors.Join(a.unpause(ctx), scheduler.CancelBackfillRuns(ctx, a.o.Store, a.b))
 }
 
 // pause freezes the consumers (the seeds' step 1), remembering which ones
@@ -957,7 +928,7 @@ func (a *applier) runVars(d PlanDate) dsl.RunVars {
 	if tt, err := timetable.New(a.def.Schedule, a.def.Timezone); err == nil {
 		end = tt.Next(start)
 	}
-	return dsl.RunVars{ID: RunID(store.KindBackfill, start), Pipeline: a.def.Name, LogicalDate: start,
+	return dsl.RunVars{ID: store.RunID(store.KindBackfill, start), Pipeline: a.def.Name, LogicalDate: start,
 		DataIntervalStart: start, DataIntervalEnd: end, Kind: string(store.KindBackfill)}
 }
 
@@ -1046,10 +1017,10 @@ func (a *applier) runDates(ctx context.Context) error {
 	if err := a.takeOver(ctx, a.resumed); err != nil {
 		return err
 	}
-	sum, err := Run(ctx, Options{
+	sum, err := scheduler.Run(ctx, scheduler.Options{
 		Store: st, Workspace: a.o.Workspace, Now: a.o.Now, Clock: a.o.Clock, RefreshEvery: a.o.RefreshEvery,
 		Home: a.o.Home, Wait: true, Grace: a.o.Grace,
-		Backfill: &BackfillRun{ID: a.b.ID, Pipeline: a.def.Name, MaxActiveRuns: a.plan.MaxActiveRuns, Reverse: a.plan.Reverse,
+		Backfill: &scheduler.BackfillRun{ID: a.b.ID, Pipeline: a.def.Name, MaxActiveRuns: a.plan.MaxActiveRuns, Reverse: a.plan.Reverse,
 			IncludePaused: a.plan.IncludePaused, Hold: a.hold},
 		OnProgress: a.o.OnProgress, Log: a.o.Log,
 	})
@@ -1107,7 +1078,7 @@ func (a *applier) rebuild(ctx context.Context) error {
 	if len(a.plan.Rebuilt) == 0 {
 		return nil
 	}
-	_, err := Run(ctx, Options{Store: a.o.Store, Workspace: a.o.Workspace, Pipelines: a.plan.Rebuilt, Now: a.o.Now, Home: a.o.Home, Wait: true, Grace: a.o.Grace, Log: a.o.Log})
+	_, err := scheduler.Run(ctx, scheduler.Options{Store: a.o.Store, Workspace: a.o.Workspace, Pipelines: a.plan.Rebuilt, Now: a.o.Now, Home: a.o.Home, Wait: true, Grace: a.o.Grace, Log: a.o.Log})
 	return err
 }
 
@@ -1190,7 +1161,7 @@ func BackfillReport(ctx context.Context, st store.Store, b store.Backfill, plan 
 	fmt.Fprintf(&sb, "- dates: %d planned, %d succeeded, %d failed\n", plan.Selected, ok, failed)
 	fmt.Fprintf(&sb, "- attempts: %d\n", attempts)
 	if len(durations) > 0 {
-		fmt.Fprintf(&sb, "- wall clock: %s; median run %s; %d waves of up to %d runs\n", last.Sub(first).Round(time.Second), medianDuration(durations).Round(time.Millisecond), plan.Waves, plan.MaxActiveRuns)
+		fmt.Fprintf(&sb, "- wall clock: %s; median run %s; %d waves of up to %d runs\n", last.Sub(first).Round(time.Second), skew.MedianDuration(durations).Round(time.Millisecond), plan.Waves, plan.MaxActiveRuns)
 	}
 	names := make([]string, 0, len(pools))
 	for p := range pools {

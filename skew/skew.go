@@ -1,4 +1,13 @@
-package scheduler
+// Package skew decides which pool each date of a pipeline runs in: the
+// pipeline's skew block (an explicit list of hot dates, an HCL expression
+// over run.*, a probe command's measured size against the median of its
+// window), the history of a task instance's attempts (a date that ran far
+// longer than its peers), and the escalation of a pool whose attempt ran
+// out of memory. Every decision carries the reason that made it, which
+// plans and the web view show. It runs probe commands through package
+// executor and memoizes them per command; it never writes the state and
+// never starts an attempt.
+package skew
 
 import (
 	"context"
@@ -31,17 +40,17 @@ type Route struct {
 	Reason string
 }
 
-// history is what the state knows of a task instance's past attempts.
-type history struct {
-	attempts []store.Attempt // oldest first
-	// median duration of the task's recent successful attempts (all dates).
-	median time.Duration
+// History is what the state knows of a task instance's past attempts.
+type History struct {
+	Attempts []store.Attempt // oldest first
+	// Median is the duration of the task's recent successful attempts (all dates).
+	Median time.Duration
 }
 
-// routeTask decides the pool of a task instance's next attempt. Hot dates
+// Task decides the pool of a task instance's next attempt. Hot dates
 // are found four ways (a list, an expression, a probe, history); an attempt
 // that ran out of memory sends the next one along its pool's escalation.
-func routeTask(ws *dsl.Workspace, p *dsl.Pipeline, t *dsl.Task, rv dsl.RunVars, probe *probeResult, h history) Route {
+func Task(ws *dsl.Workspace, p *dsl.Pipeline, t *dsl.Task, rv dsl.RunVars, probe *Probes, h History) Route {
 	base := t.Pool
 	// Escalation: follow oom_escalate_to from every pool an attempt of this
 	// task instance ran out of memory in.
@@ -55,15 +64,15 @@ func routeTask(ws *dsl.Workspace, p *dsl.Pipeline, t *dsl.Task, rv dsl.RunVars, 
 	if r, ok := skewRoute(skew, rv, probe); ok {
 		return r
 	}
-	if n := len(h.attempts); n > 0 && h.median > 0 {
+	if n := len(h.Attempts); n > 0 && h.Median > 0 {
 		for i := n - 1; i >= 0; i-- {
-			a := h.attempts[i]
+			a := h.Attempts[i]
 			if a.State != store.AttemptSuccess || a.EndedAt.IsZero() {
 				continue
 			}
-			if d := a.EndedAt.Sub(a.StartedAt); float64(d) > skew.HotFactor*float64(h.median) {
+			if d := a.EndedAt.Sub(a.StartedAt); float64(d) > skew.HotFactor*float64(h.Median) {
 				return Route{Pool: skew.Pool, Reason: fmt.Sprintf("history: try %d ran %s, over %g x the median %s",
-					a.TryNumber, d.Round(time.Millisecond), skew.HotFactor, h.median.Round(time.Millisecond))}
+					a.TryNumber, d.Round(time.Millisecond), skew.HotFactor, h.Median.Round(time.Millisecond))}
 			}
 			break
 		}
@@ -74,11 +83,12 @@ func routeTask(ws *dsl.Workspace, p *dsl.Pipeline, t *dsl.Task, rv dsl.RunVars, 
 	return Route{Pool: base}
 }
 
-const dateOnly = "2006-01-02"
+// DateOnly is the layout of a ds.
+const DateOnly = "2006-01-02"
 
 // skewRoute applies a skew block's list, expression and probe to one date.
-func skewRoute(skew *dsl.Skew, rv dsl.RunVars, probe *probeResult) (Route, bool) {
-	if skew.IsHotDate(rv.LogicalDate.Format(dateOnly)) {
+func skewRoute(skew *dsl.Skew, rv dsl.RunVars, probe *Probes) (Route, bool) {
+	if skew.IsHotDate(rv.LogicalDate.Format(DateOnly)) {
 		return Route{Pool: skew.Pool, Reason: "hot_dates"}, true
 	}
 	if skew.HasHotWhen() {
@@ -118,13 +128,13 @@ func DateRoutesChecked(ctx context.Context, p *dsl.Pipeline, ivs []timetable.Int
 	rvs := make([]dsl.RunVars, len(ivs))
 	for i, iv := range ivs {
 		rvs[i] = dsl.RunVars{
-			ID: RunID(store.KindScheduled, iv.Start), Pipeline: p.Name, LogicalDate: iv.Start,
+			ID: store.RunID(store.KindScheduled, iv.Start), Pipeline: p.Name, LogicalDate: iv.Start,
 			DataIntervalStart: iv.Start, DataIntervalEnd: iv.End, Kind: string(store.KindScheduled),
 		}
 	}
-	var probe *probeResult
+	var probe *Probes
 	if p.Skew.HasProbe() {
-		probe = runProbes(ctx, p, p.Skew, rvs)
+		probe = Measure(ctx, p, p.Skew, rvs)
 	}
 	var failures []string
 	for i, rv := range rvs {
@@ -144,95 +154,19 @@ func DateRoutesChecked(ctx context.Context, p *dsl.Pipeline, ivs []timetable.Int
 	return out, failures
 }
 
-// ErrProbe is wrapped by PlanRoutes when a probe of a date of the plan
+// ErrProbe is wrapped by a backfill plan when a probe of a date of the plan
 // failed: a plan would route the date on a guess.
 var ErrProbe = errors.New("skew probe failed")
 
-// PlanRoutes sets the pool and reason of every date of plan to those its
-// run will use: the skew block's rules, and for a date that has a run, the
-// history of its tasks' attempts (an OOM escalation, a slow date), as the
-// engine routes them. A probe that fails for a date of the plan is an
-// error (ErrProbe) naming the date and what the probe printed.
-func PlanRoutes(ctx context.Context, st store.Store, ws *dsl.Workspace, plan *Plan) error {
-	def := ws.Pipeline(plan.Pipeline)
-	if def == nil || len(plan.Dates) == 0 {
-		return nil
-	}
-	tt, err := timetable.New(def.Schedule, def.Timezone)
-	if err != nil {
-		return err
-	}
-	ivs := make([]timetable.Interval, len(plan.Dates))
-	for i, d := range plan.Dates {
-		start, err := time.Parse(time.RFC3339, d.LogicalDate)
-		if err != nil {
-			return fmt.Errorf("plan date %q: %w", d.LogicalDate, err)
-		}
-		start = start.In(def.Timezone)
-		ivs[i] = timetable.Interval{Start: start, End: tt.Next(start)}
-	}
-	routes, failures := DateRoutesChecked(ctx, def, ivs)
-	if len(failures) > 0 {
-		return fmt.Errorf("%w: %s", ErrProbe, ws.Redact(strings.Join(failures, "; ")))
-	}
-	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{def.Name}, From: ivs[0].Start, To: ivs[len(ivs)-1].Start, WithTasks: true, WithAttempts: true})
-	if err != nil {
-		return err
-	}
-	byDate := map[int64]store.Run{}
-	for _, r := range runs {
-		byDate[r.LogicalDate.Unix()] = r
-	}
-	var medians map[string][]time.Duration
-	var probe *probeResult
-	if def.Skew.HasProbe() {
-		probe = runProbes(ctx, def, def.Skew, nil) // memoized: no probe runs again
-	}
-	for i := range plan.Dates {
-		plan.Dates[i].Pool, plan.Dates[i].Reason = routes[i].Pool, ws.Redact(routes[i].Reason)
-		r, ok := byDate[ivs[i].Start.Unix()]
-		if !ok {
-			continue
-		}
-		if medians == nil {
-			if medians, err = st.TaskDurations(ctx, store.TaskDurationsParams{Pipeline: def.Name, Limit: 500}); err != nil {
-				return err
-			}
-		}
-		tis := map[string]store.TaskInstance{}
-		for _, ti := range r.Tasks {
-			tis[ti.Task] = ti
-		}
-		rv := dsl.RunVars{ID: RunID(r.Kind, ivs[i].Start), Pipeline: def.Name, LogicalDate: ivs[i].Start,
-			DataIntervalStart: ivs[i].Start, DataIntervalEnd: ivs[i].End, Kind: string(store.KindBackfill)}
-		for _, t := range def.Tasks {
-			ti, ok := tis[t.Name]
-			if !ok || len(ti.Attempts) == 0 {
-				continue
-			}
-			var pr *probeResult
-			if t.EffectiveSkew(def) == def.Skew {
-				pr = probe
-			}
-			rt := routeTask(ws, def, t, rv, pr, history{attempts: ti.Attempts, median: medianDuration(medians[t.Name])})
-			if strings.HasPrefix(rt.Reason, "oom escalation") || strings.HasPrefix(rt.Reason, "history:") {
-				plan.Dates[i].Pool, plan.Dates[i].Reason = rt.Pool, ws.Redact("task "+t.Name+": "+rt.Reason)
-				break
-			}
-		}
-	}
-	return nil
-}
-
 // escalated follows the escalation chain from pool through every pool in
 // which an attempt ran out of memory.
-func escalated(ws *dsl.Workspace, pool string, h history) (Route, bool) {
+func escalated(ws *dsl.Workspace, pool string, h History) (Route, bool) {
 	var reason string
 	for steps := 0; steps < len(ws.Pools); steps++ {
 		var oom *store.Attempt
-		for i := range h.attempts {
-			if h.attempts[i].State == store.AttemptOOM && h.attempts[i].Pool == pool {
-				oom = &h.attempts[i]
+		for i := range h.Attempts {
+			if h.Attempts[i].State == store.AttemptOOM && h.Attempts[i].Pool == pool {
+				oom = &h.Attempts[i]
 			}
 		}
 		pl := ws.Pools[pool]
@@ -245,9 +179,9 @@ func escalated(ws *dsl.Workspace, pool string, h history) (Route, bool) {
 	return Route{Pool: pool, Reason: reason}, reason != ""
 }
 
-// probeResult holds a skew probe's measurements: of every date being run
+// Probes holds a skew probe's measurements: of every date being run
 // and of the dates of their reference sets.
-type probeResult struct {
+type Probes struct {
 	factor float64
 	// medians: per date being run (logical date, unix), the median of the
 	// values of its reference set, and how many dates it holds.
@@ -257,20 +191,23 @@ type probeResult struct {
 	errs    map[int64]string
 }
 
-func (r *probeResult) hot(logical time.Time) bool {
+// Failures are the dates whose probe failed (logical date, unix) and why.
+func (r *Probes) Failures() map[int64]string { return r.errs }
+
+func (r *Probes) hot(logical time.Time) bool {
 	k := logical.Unix()
 	v, ok := r.values[k]
 	m := r.medians[k]
 	return ok && m > 0 && v > r.factor*m
 }
 
-func (r *probeResult) reason(logical time.Time) string {
+func (r *Probes) reason(logical time.Time) string {
 	k := logical.Unix()
 	return fmt.Sprintf("probe: %s > %g x median %s", fmtNum(r.values[k]), r.factor, fmtNum(r.medians[k]))
 }
 
 // failure is why the probe of a date being run failed ("" when it did not).
-func (r *probeResult) failure(logical time.Time) string {
+func (r *Probes) failure(logical time.Time) string {
 	if r == nil {
 		return ""
 	}
@@ -290,7 +227,7 @@ type probeMemo struct {
 	mu  sync.Mutex
 	m   map[*dsl.Skew]map[int64]probeOut
 	// last is the result of the latest runProbes per skew block.
-	last map[*dsl.Skew]*probeResult
+	last map[*dsl.Skew]*Probes
 }
 
 type probeOut struct {
@@ -301,10 +238,10 @@ type probeOut struct {
 // ProbeContext returns ctx with a memo of probe measurements and the clock
 // that says which reference dates are due.
 func ProbeContext(ctx context.Context, now time.Time) context.Context {
-	return context.WithValue(ctx, probeKey{}, &probeMemo{now: now, m: map[*dsl.Skew]map[int64]probeOut{}, last: map[*dsl.Skew]*probeResult{}})
+	return context.WithValue(ctx, probeKey{}, &probeMemo{now: now, m: map[*dsl.Skew]map[int64]probeOut{}, last: map[*dsl.Skew]*Probes{}})
 }
 
-// runProbes measures, with a skew block's probe, every date of runs and the
+// Measure measures, with a skew block's probe, every date of runs and the
 // dates of their reference sets: a date's value is compared with the
 // median of the due dates of the pipeline within the block's probe_window
 // of it (before and after, from start_date), whatever else is being run,
@@ -312,7 +249,7 @@ func ProbeContext(ctx context.Context, now time.Time) context.Context {
 // partition factor, over a window of the pipeline's own history). A date
 // whose probe fails is not hot; its failure is kept in errs. With runs
 // nil it returns the latest result of this context (memoized).
-func runProbes(ctx context.Context, p *dsl.Pipeline, skew *dsl.Skew, runs []dsl.RunVars) *probeResult {
+func Measure(ctx context.Context, p *dsl.Pipeline, skew *dsl.Skew, runs []dsl.RunVars) *Probes {
 	memo, _ := ctx.Value(probeKey{}).(*probeMemo)
 	if runs == nil && memo != nil {
 		memo.mu.Lock()
@@ -322,7 +259,7 @@ func runProbes(ctx context.Context, p *dsl.Pipeline, skew *dsl.Skew, runs []dsl.
 			return r
 		}
 	}
-	res := &probeResult{factor: skew.HotFactor, medians: map[int64]float64{}, refs: map[int64]int{}, values: map[int64]float64{}, errs: map[int64]string{}}
+	res := &Probes{factor: skew.HotFactor, medians: map[int64]float64{}, refs: map[int64]int{}, values: map[int64]float64{}, errs: map[int64]string{}}
 	now := time.Now()
 	if memo != nil && !memo.now.IsZero() {
 		now = memo.now
@@ -363,7 +300,7 @@ func runProbes(ctx context.Context, p *dsl.Pipeline, skew *dsl.Skew, runs []dsl.
 		for _, iv := range ivs {
 			if _, ok := all[iv.Start.Unix()]; !ok {
 				all[iv.Start.Unix()] = dsl.RunVars{
-					ID: RunID(store.KindScheduled, iv.Start), Pipeline: p.Name, LogicalDate: iv.Start,
+					ID: store.RunID(store.KindScheduled, iv.Start), Pipeline: p.Name, LogicalDate: iv.Start,
 					DataIntervalStart: iv.Start, DataIntervalEnd: iv.End, Kind: string(store.KindScheduled),
 				}
 			}
@@ -451,14 +388,14 @@ func probeOne(ctx context.Context, skew *dsl.Skew, rv dsl.RunVars) (float64, err
 	if err != nil {
 		return 0, err
 	}
-	day := rv.LogicalDate.Format(dateOnly)
+	day := rv.LogicalDate.Format(DateOnly)
 	if h, m, s := rv.LogicalDate.Clock(); h != 0 || m != 0 || s != 0 {
 		day = rv.LogicalDate.Format(time.RFC3339)
 	}
 	o, err := executor.Run(ctx, executor.Command{
 		Argv:    c.Argv,
 		Dir:     c.Dir,
-		Env:     append(os.Environ(), TaskEnv(rv, dsl.PoolVars{}, "probe", 1)...),
+		Env:     append(os.Environ(), dsl.TaskEnv(rv, dsl.PoolVars{}, "probe", 1)...),
 		Timeout: probeTimeout,
 	})
 	if err != nil {
@@ -466,7 +403,7 @@ func probeOne(ctx context.Context, skew *dsl.Skew, rv dsl.RunVars) (float64, err
 	}
 	if !o.Success() {
 		msg := fmt.Sprintf("probe of %s %s", day, o.Describe())
-		if line := lastLine(o.Stderr); line != "" {
+		if line := LastLine(o.Stderr); line != "" {
 			msg += ": " + line
 		}
 		return 0, errors.New(msg)
@@ -485,8 +422,8 @@ func probeOne(ctx context.Context, skew *dsl.Skew, rv dsl.RunVars) (float64, err
 // probeTimeout bounds one run of a skew probe.
 const probeTimeout = time.Minute
 
-// lastLine is the last non-blank line of b, trimmed.
-func lastLine(b []byte) string {
+// LastLine is the last non-blank line of b, trimmed.
+func LastLine(b []byte) string {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])
 }
@@ -503,7 +440,8 @@ func median(vals []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func medianDuration(ds []time.Duration) time.Duration {
+// MedianDuration is the median of ds (the upper one of an even count).
+func MedianDuration(ds []time.Duration) time.Duration {
 	if len(ds) == 0 {
 		return 0
 	}

@@ -1,4 +1,4 @@
-package scheduler
+package backfill
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
 )
 
@@ -40,7 +41,7 @@ func CancelBackfill(ctx context.Context, st store.Store, id string) (store.Backf
 		return b, err
 	}
 	b.State = store.BackfillCancelled
-	return b, CancelBackfillRuns(ctx, st, b)
+	return b, scheduler.CancelBackfillRuns(ctx, st, b)
 }
 
 // HoldBackfill pauses (hold true) or unpauses a running backfill, like

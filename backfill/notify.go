@@ -1,4 +1,4 @@
-package scheduler
+package backfill
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/executor"
+	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/store"
 )
 
@@ -42,7 +43,7 @@ func notifyAll(ctx context.Context, ws *dsl.Workspace, b store.Backfill, failed 
 				errs = append(errs, fmt.Errorf("notify %s: %w", n.Name, err))
 			case !o.Success():
 				msg := fmt.Sprintf("notify %s: command %s", n.Name, o.Describe())
-				if line := lastLine(append(o.Stdout, o.Stderr...)); line != "" {
+				if line := skew.LastLine(append(o.Stdout, o.Stderr...)); line != "" {
 					msg += ": " + ws.Redact(line)
 				}
 				errs = append(errs, errors.New(msg))
@@ -75,7 +76,7 @@ type webhookBody struct {
 // of a webhook often carry a token, and these errors are printed, logged
 // and stored in the state.
 func postReport(ctx context.Context, url string, b store.Backfill, state, report string) error {
-	body, err := json.Marshal(webhookBody{ID: b.ID, Pipeline: b.Pipeline, Start: b.From.Format(dateOnly), End: b.To.Format(dateOnly), State: state, Report: report})
+	body, err := json.Marshal(webhookBody{ID: b.ID, Pipeline: b.Pipeline, Start: b.From.Format(skew.DateOnly), End: b.To.Format(skew.DateOnly), State: state, Report: report})
 	if err != nil {
 		return err
 	}
