@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rewind-dev/rewind/daemon"
 	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/lease"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
 )
@@ -70,11 +72,11 @@ func (e *env) serve(clock *fakeClock, log *lockedBuffer) *served {
 }
 
 // serveWith is serve with the options changed by opt.
-func (e *env) serveWith(clock *fakeClock, log *lockedBuffer, opt func(*scheduler.ServeOptions)) *served {
+func (e *env) serveWith(clock *fakeClock, log *lockedBuffer, opt func(*daemon.ServeOptions)) *served {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &served{cancel: cancel, done: make(chan error, 1)}
-	o := scheduler.ServeOptions{
+	o := daemon.ServeOptions{
 		Store: e.st, Path: e.dir, Home: e.home, Clock: clock.Now,
 		PollEvery: 10 * time.Millisecond, Grace: 5 * time.Second,
 		Log: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -83,7 +85,7 @@ func (e *env) serveWith(clock *fakeClock, log *lockedBuffer, opt func(*scheduler
 		opt(&o)
 	}
 	go func() {
-		s.done <- scheduler.Serve(ctx, o)
+		s.done <- daemon.Serve(ctx, o)
 	}()
 	e.t.Cleanup(func() {
 		s.stop(e.t)
@@ -274,7 +276,7 @@ func TestServeBrokenAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	err = scheduler.Serve(context.Background(), scheduler.ServeOptions{Store: st, Path: dir, LoadOptions: dsl.LoadOptions{}})
+	err = daemon.Serve(context.Background(), daemon.ServeOptions{Store: st, Path: dir, LoadOptions: dsl.LoadOptions{}})
 	if err == nil || !strings.Contains(err.Error(), "main.hcl:2:") {
 		t.Fatalf("err %v, want the diagnostics with main.hcl:2:", err)
 	}
@@ -295,8 +297,8 @@ func write(t *testing.T, path, body string) {
 func TestServeLeadership(t *testing.T) {
 	e := newEnv(t, minutely)
 	clock := &fakeClock{t: utc("2025-07-01T00:02:30Z")}
-	holder := func(host string) *scheduler.Holder {
-		h := scheduler.Self()
+	holder := func(host string) *lease.Holder {
+		h := lease.Self()
 		h.Host, h.ID = host, host+":"+h.ID
 		return &h
 	}
@@ -313,9 +315,9 @@ func TestServeLeadership(t *testing.T) {
 	}
 	la, lb := &lockedBuffer{}, &lockedBuffer{}
 	ttl := 2 * time.Second
-	a := e.serveWith(clock, la, func(o *scheduler.ServeOptions) { o.Holder, o.LeaseTTL = ha, ttl })
+	a := e.serveWith(clock, la, func(o *daemon.ServeOptions) { o.Holder, o.LeaseTTL = ha, ttl })
 	eventually(t, "alpha to lead", func() bool { return strings.Contains(la.String(), "active: this scheduler leads") })
-	b := e.serveWith(clock, lb, func(o *scheduler.ServeOptions) { o.Holder, o.LeaseTTL = hb, ttl })
+	b := e.serveWith(clock, lb, func(o *daemon.ServeOptions) { o.Holder, o.LeaseTTL = hb, ttl })
 	eventually(t, "beta to stand by", func() bool { return strings.Contains(lb.String(), "standing by: another scheduler leads") })
 	eventually(t, "the catchup of 2 ticks", func() bool { return len(e.events("events.log")) == 2 })
 
@@ -338,7 +340,7 @@ func TestServeLeadership(t *testing.T) {
 	recorded("00:03")
 
 	// Another holder takes beta's lease (as a standby would once it expired).
-	thief := store.AcquireLeaseParams{Name: scheduler.LeaderLeaseName, Holder: "thief", Host: "gamma", PID: 1, TTL: ttl, Now: time.Now(), Stale: hb.ID}
+	thief := store.AcquireLeaseParams{Name: lease.Leader, Holder: "thief", Host: "gamma", PID: 1, TTL: ttl, Now: time.Now(), Stale: hb.ID}
 	if l, ok, err := e.st.AcquireLease(context.Background(), thief); err != nil || !ok {
 		t.Fatalf("take the lease: %v %v %+v", ok, err, l)
 	}

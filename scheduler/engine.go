@@ -14,6 +14,7 @@ import (
 	"github.com/sourcegraph/conc"
 
 	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/lease"
 	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/store"
 )
@@ -93,7 +94,7 @@ type Options struct {
 	Log       *slog.Logger
 	// Holder overrides the identity of this process in the lease and as the
 	// owner of its attempts (tests stand in for another host with it).
-	Holder *Holder
+	Holder *lease.Holder
 }
 
 // BackfillRun says how the runs of one backfill execute.
@@ -215,7 +216,7 @@ type engine struct {
 	o     Options
 	base  store.Store // fenced by the lease: every write checks its generation
 	st    store.Store // base, or the transaction of the current batch
-	self  Holder
+	self  lease.Holder
 	log   *slog.Logger
 	cache *cache
 	// usage is the store's count of running attempts and queued task
@@ -276,29 +277,29 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	self := Self()
+	self := lease.Self()
 	if o.Holder != nil {
 		self = *o.Holder
 	}
-	lease, err := AcquireLease(ctx, o.Store, self, o.Wait)
+	held, err := lease.AcquireExecution(ctx, o.Store, self, o.Wait)
 	if err != nil {
 		return nil, err
 	}
-	defer ReleaseLease(context.WithoutCancel(ctx), o.Store, self)
+	defer lease.ReleaseExecution(context.WithoutCancel(ctx), o.Store, self)
 	// The owner row says that this process is alive, for the attempts it
 	// claims; it is renewed with the lease and removed at a clean exit.
-	if err := heartbeat(ctx, o.Store, self); err != nil {
+	if err := lease.Heartbeat(ctx, o.Store, self); err != nil {
 		return nil, err
 	}
 	leaseCtx, stopLease := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLease()
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
-	go keepLease(leaseCtx, o.Store, LeaseName, self, true, func(err error) {
+	go lease.Keep(leaseCtx, o.Store, lease.Execution, self, true, func(err error) {
 		cancelRun(fmt.Errorf("lost the state lease: %w", err))
 	})
 
-	fenced := o.Store.Fenced(LeaseName, self.ID, lease.Generation)
+	fenced := o.Store.Fenced(lease.Execution, self.ID, held.Generation)
 	e := &engine{
 		o: o, base: fenced, st: fenced, self: self, log: o.Log,
 		limitStarts: map[string][]time.Time{}, pools: map[string]*poolLife{}, local: map[string]int{},

@@ -359,7 +359,7 @@ pipeline "p" {
 		}
 		ran := e.events("ran.log")
 		if len(ran) != 1 || ran[0] != "2" {
-			t.Fatalf("ran %v, want only try 2 (after the owner's heartbeat expired)", ran)
+			t.Fatalf("ran %v, want only try 2 (after the owner's lease.Heartbeat expired)", ran)
 		}
 		ti := e.runs("p")[0].Tasks[0]
 		if len(ti.Attempts) != 2 || ti.Attempts[0].State != store.AttemptLost || ti.Attempts[1].State != store.AttemptSuccess {

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/lease"
 	"github.com/rewind-dev/rewind/store"
 )
 
@@ -35,18 +35,18 @@ func (s *Server) schedulerState(ctx context.Context) (SchedulerJSON, error) {
 	for _, l := range []struct {
 		name string
 		to   **HolderJSON
-	}{{scheduler.LeaderLeaseName, &out.Leader}, {scheduler.LeaseName, &out.Executing}} {
-		lease, err := s.o.State.GetLease(ctx, l.name)
+	}{{lease.Leader, &out.Leader}, {lease.Execution, &out.Executing}} {
+		cur, err := s.o.State.GetLease(ctx, l.name)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return out, err
 		}
-		if lease.Holder == "" || !lease.ExpiresAt.After(now) {
+		if cur.Holder == "" || !cur.ExpiresAt.After(now) {
 			continue // released, or expired: its holder is gone
 		}
-		*l.to = &HolderJSON{Host: lease.Host, PID: lease.PID, Generation: lease.Generation, ExpiresAt: lease.ExpiresAt.UTC().Format(time.RFC3339)}
+		*l.to = &HolderJSON{Host: cur.Host, PID: cur.PID, Generation: cur.Generation, ExpiresAt: cur.ExpiresAt.UTC().Format(time.RFC3339)}
 	}
 	return out, nil
 }

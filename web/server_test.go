@@ -18,6 +18,7 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/rewind-dev/rewind/backfill"
+	"github.com/rewind-dev/rewind/lease"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
 	"github.com/rewind-dev/rewind/store/pgtest"
@@ -601,8 +602,8 @@ func TestAPIScheduler(t *testing.T) {
 	}
 	now := time.Now()
 	for _, l := range []store.AcquireLeaseParams{
-		{Name: scheduler.LeaderLeaseName, Holder: "node-a:42", Host: "node-a", PID: 42, TTL: time.Hour, Now: now},
-		{Name: scheduler.LeaseName, Holder: "node-a:42", Host: "node-a", PID: 42, TTL: time.Hour, Now: now},
+		{Name: lease.Leader, Holder: "node-a:42", Host: "node-a", PID: 42, TTL: time.Hour, Now: now},
+		{Name: lease.Execution, Holder: "node-a:42", Host: "node-a", PID: 42, TTL: time.Hour, Now: now},
 	} {
 		if _, ok, err := e.st.AcquireLease(context.Background(), l); err != nil || !ok {
 			t.Fatalf("acquire %s: %v %v", l.Name, ok, err)
@@ -615,7 +616,7 @@ func TestAPIScheduler(t *testing.T) {
 	if p := page(); !strings.Contains(p, "Active scheduler: <strong>node-a</strong> pid 42") || !strings.Contains(p, "Executing: node-a pid 42.") {
 		t.Errorf("the page does not name the active scheduler:\n%s", p)
 	}
-	if err := e.st.ReleaseLease(context.Background(), store.ReleaseLeaseParams{Name: scheduler.LeaseName, Holder: "node-a:42"}); err != nil {
+	if err := e.st.ReleaseLease(context.Background(), store.ReleaseLeaseParams{Name: lease.Execution, Holder: "node-a:42"}); err != nil {
 		t.Fatal(err)
 	}
 	if s := state(); s.Leader == nil || s.Executing != nil {

@@ -18,7 +18,7 @@ import (
 
 	"github.com/rewind-dev/rewind/backfill"
 	"github.com/rewind-dev/rewind/dsl"
-	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/lease"
 	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/store"
 )
@@ -347,7 +347,7 @@ written, 130 interrupted (resume with --resume ID).`,
 					fmt.Fprintln(g.stderr, "warning: "+w)
 				}
 			}
-			var busy *scheduler.LeaseBusyError
+			var busy *lease.BusyError
 			switch {
 			case errors.As(err, &busy):
 				return exitWith(exitLeaseBusy, "%v", busy)
@@ -392,14 +392,14 @@ written, 130 interrupted (resume with --resume ID).`,
 // once, or with wait, a message and a wait for it. The lease is given back
 // at once; the backfill's run phase takes it again.
 func takeLease(ctx context.Context, g *globals, st store.Store, wait, quiet bool) error {
-	self := scheduler.Self()
-	_, err := scheduler.AcquireLease(ctx, st, self, false)
-	var busy *scheduler.LeaseBusyError
+	self := lease.Self()
+	_, err := lease.AcquireExecution(ctx, st, self, false)
+	var busy *lease.BusyError
 	if errors.As(err, &busy) && wait {
 		if !quiet {
 			fmt.Fprintf(g.stderr, "waiting for another rewind (pid %d on %s) that holds the state\n", busy.Lease.PID, busy.Lease.Host)
 		}
-		_, err = scheduler.AcquireLease(ctx, st, self, true)
+		_, err = lease.AcquireExecution(ctx, st, self, true)
 	}
 	switch {
 	case errors.As(err, &busy):
@@ -409,7 +409,7 @@ func takeLease(ctx context.Context, g *globals, st store.Store, wait, quiet bool
 	case err != nil:
 		return stateError(err, exitState)
 	}
-	return scheduler.ReleaseLease(context.WithoutCancel(ctx), st, self)
+	return lease.ReleaseExecution(context.WithoutCancel(ctx), st, self)
 }
 
 // openForPlan opens the state for a plan, which changes nothing: the

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/daemon"
 	"github.com/rewind-dev/rewind/store"
 )
 
@@ -84,7 +84,7 @@ crontab of their own, e.g. of a dedicated user).`,
 			if err != nil {
 				return exitWith(exitUsage, "%v", err)
 			}
-			lines, ended := scheduler.CronLinesAt(w, now)
+			lines, ended := daemon.CronLinesAt(w, now)
 			fmt.Fprintf(g.stdout, "# rewind: the nightly runs of %s. Each entry has its own CRON_TZ line, which\n", abs)
 			fmt.Fprintln(g.stdout, "# also applies to every entry below it: keep these lines last in your crontab,")
 			fmt.Fprintf(g.stdout, "#   (crontab -l 2>/dev/null; rewind cron %s) | crontab -\n", abs)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/executor"
+	"github.com/rewind-dev/rewind/lease"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
 )
@@ -124,7 +125,7 @@ not be read or written, 130 interrupted.`,
 				// was half-done; the next 'rewind run' starts afresh.
 				return exitWith(exitInterrupt, "interrupted")
 			}
-			var busy *scheduler.LeaseBusyError
+			var busy *lease.BusyError
 			if errors.As(err, &busy) {
 				return exitWith(exitLeaseBusy, "%v", busy)
 			}

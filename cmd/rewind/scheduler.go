@@ -11,8 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rewind-dev/rewind/daemon"
 	"github.com/rewind-dev/rewind/dsl"
-	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/lease"
 )
 
 func init() { register(newSchedulerCmd) }
@@ -123,7 +124,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error
 				level = slog.LevelWarn
 			}
 			log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}))
-			err = scheduler.Serve(ctx, scheduler.ServeOptions{
+			err = daemon.Serve(ctx, daemon.ServeOptions{
 				Store: st, Path: path, LoadOptions: opts, Workspace: w, Home: homeDir(g),
 				Grace: grace, PollEvery: poll, Reload: reload, Log: log, LeaseTTL: ttl,
 				OnLoad: out.use,
@@ -140,8 +141,8 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error
 	ws.add(c)
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "log only warnings and errors")
 	c.Flags().DurationVar(&grace, "grace", 10*time.Second, "on SIGTERM/SIGINT, how long running attempts get before they are killed")
-	c.Flags().DurationVar(&ttl, "lease-ttl", scheduler.LeaseTTL, "how long the leadership and the attempts' heartbeat last without renewal: a standby takes over within it")
-	c.Flags().DurationVar(&poll, "poll", scheduler.DefaultPollEvery, "how often to look at the pipeline files for changes")
+	c.Flags().DurationVar(&ttl, "lease-ttl", lease.DefaultTTL, "how long the leadership and the attempts' lease.Heartbeat last without renewal: a standby takes over within it")
+	c.Flags().DurationVar(&poll, "poll", daemon.DefaultPollEvery, "how often to look at the pipeline files for changes")
 	return c
 }
 

@@ -1,4 +1,4 @@
-package scheduler
+package daemon
 
 import (
 	"sort"

@@ -1,4 +1,14 @@
-package scheduler
+// Package daemon is `rewind scheduler`: the long-running process that watches
+// the pipeline files (an edit is reloaded, a broken one keeps the last good
+// definition and says where it broke), wakes at each due tick and runs an
+// execution of the engine (package scheduler) for what is due, and elects
+// one active scheduler among several on one state through the leader lease
+// (package lease), the others standing by. It also renders the crontab
+// lines for teams that run `rewind run` from cron instead.
+//
+// It decides no transition of a run or a task itself: every execution is
+// the engine's, fenced by the execution lease.
+package daemon
 
 import (
 	"context"
@@ -15,6 +25,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/lease"
+	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
 	"github.com/rewind-dev/rewind/timetable"
 )
@@ -71,12 +83,12 @@ type ServeOptions struct {
 	// output).
 	OnLoad func(*dsl.Workspace)
 	// OnRun is called after each execution with its summary and error.
-	OnRun     func(*Summary, error)
+	OnRun     func(*scheduler.Summary, error)
 	OnWarning func(string)
 	Log       *slog.Logger
 	// Holder is the identity of this scheduler in the leases and as the
 	// owner of its attempts (default Self()).
-	Holder *Holder
+	Holder *lease.Holder
 	// LeaseTTL is how long the leases of this scheduler (the leadership,
 	// the execution's) and its heartbeat last without renewal (default
 	// LeaseTTL): a standby takes over within it after the active one dies.
@@ -101,7 +113,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	if o.PollEvery <= 0 {
 		o.PollEvery = DefaultPollEvery
 	}
-	h := Self()
+	h := lease.Self()
 	if o.Holder != nil {
 		h = *o.Holder
 	}
@@ -289,7 +301,7 @@ func (s *server) execute(ctx context.Context, all bool, names []string) bool {
 	// The next ticks are computed from the clock as it was before the
 	// execution: an interval that came due while it ran is run next.
 	now := s.o.Clock()
-	sum, err := Run(ctx, Options{
+	sum, err := scheduler.Run(ctx, scheduler.Options{
 		Store: s.o.Store, Workspace: s.ws, Pipelines: sel, Clock: s.o.Clock,
 		RefreshEvery: s.o.RefreshEvery, Home: s.o.Home, Wait: true, Grace: s.o.Grace, LeaveSlurmJobs: true,
 		OnWarning: s.o.OnWarning, Log: s.log, Holder: s.o.Holder,
@@ -304,7 +316,7 @@ func (s *server) execute(ctx context.Context, all bool, names []string) bool {
 		return true
 	}
 	if err != nil {
-		var busy *LeaseBusyError
+		var busy *lease.BusyError
 		if !errors.As(err, &busy) {
 			s.log.Error("execution failed: trying again", "error", s.ws.RedactError(err), "in", serveRetryEvery)
 		}

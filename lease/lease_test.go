@@ -1,4 +1,4 @@
-package scheduler
+package lease
 
 import (
 	"context"
@@ -77,7 +77,7 @@ func TestKeepLease(t *testing.T) {
 			}
 		}},
 		{"taken", func(t *testing.T, f *flakyRenew, lost <-chan error) {
-			p := store.AcquireLeaseParams{Name: LeaderLeaseName, Holder: "thief", Host: "there", PID: 2, TTL: ttl, Now: time.Now(), Stale: "me"}
+			p := store.AcquireLeaseParams{Name: Leader, Holder: "thief", Host: "there", PID: 2, TTL: ttl, Now: time.Now(), Stale: "me"}
 			if _, ok, err := f.Store.AcquireLease(context.Background(), p); err != nil || !ok {
 				t.Fatalf("take: %v %v", ok, err)
 			}
@@ -94,13 +94,13 @@ func TestKeepLease(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			f := &flakyRenew{Store: openTestStore(t)}
-			if _, err := acquire(context.Background(), f, LeaderLeaseName, h, 0, nil); err != nil {
+			if _, err := Acquire(context.Background(), f, Leader, h, 0, nil); err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			lost := make(chan error, 1)
 			var wg sync.WaitGroup
-			wg.Go(func() { keepLease(ctx, f, LeaderLeaseName, h, false, func(err error) { lost <- err }) })
+			wg.Go(func() { Keep(ctx, f, Leader, h, false, func(err error) { lost <- err }) })
 			c.run(t, f, lost)
 			cancel()
 			wg.Wait()

@@ -1,10 +1,11 @@
-package scheduler
+package daemon
 
 import (
 	"context"
 	"errors"
 	"time"
 
+	"github.com/rewind-dev/rewind/lease"
 	"github.com/rewind-dev/rewind/store"
 )
 
@@ -16,14 +17,11 @@ import (
 // lease has expired: within the TTL (plus one poll) of the last renewal.
 //
 // The leader lease elects; it does not fence. Every write of an execution
-// is fenced by the scheduler lease (LeaseName), which the active scheduler
+// is fenced by the execution lease (lease.Execution), which the active scheduler
 // takes for each execution, as `rewind run` does: a scheduler that lost the
 // leadership while its execution still ran cannot write once another holds
 // that lease, and the new leader takes the attempts of the dead one over
 // through their owner's heartbeat (or their Slurm job ids).
-
-// LeaderLeaseName is the lease that elects the active `rewind scheduler`.
-const LeaderLeaseName = "leader"
 
 // standbyPoll is how often a standby scheduler tries to take the leadership.
 func standbyPoll(ttl time.Duration) time.Duration {
@@ -34,19 +32,19 @@ func standbyPoll(ttl time.Duration) time.Duration {
 // the leadership is lost, and stands by again after a loss.
 func (s *server) loop(ctx context.Context) error {
 	h := *s.o.Holder
-	s.log.Info("scheduler started", "path", s.o.Path, "pipelines", len(s.ws.Pipelines), "host", h.Host, "pid", h.PID, "lease_ttl", h.ttl())
+	s.log.Info("scheduler started", "path", s.o.Path, "pipelines", len(s.ws.Pipelines), "host", h.Host, "pid", h.PID, "lease_ttl", h.Lifetime())
 	defer s.log.Info("scheduler stopped")
 	for {
-		lease, ok := s.elect(ctx, h)
+		held, ok := s.elect(ctx, h)
 		if !ok {
 			return nil
 		}
-		s.log.Info("active: this scheduler leads", "generation", lease.Generation)
+		s.log.Info("active: this scheduler leads", "generation", held.Generation)
 		leadCtx, lose := context.WithCancelCause(ctx)
 		renewed := make(chan struct{})
 		go func() {
 			defer close(renewed)
-			keepLease(leadCtx, s.o.Store, LeaderLeaseName, h, false, func(err error) {
+			lease.Keep(leadCtx, s.o.Store, lease.Leader, h, false, func(err error) {
 				lose(&lostLeadership{err})
 			})
 		}()
@@ -55,7 +53,7 @@ func (s *server) loop(ctx context.Context) error {
 		<-renewed
 		if ctx.Err() != nil {
 			// Stopped: a standby takes over at once, not after the TTL.
-			_ = releaseLease(context.WithoutCancel(ctx), s.o.Store, LeaderLeaseName, h)
+			_ = lease.Release(context.WithoutCancel(ctx), s.o.Store, lease.Leader, h)
 			return nil
 		}
 		s.log.Error("lost the leadership: standing by", "error", context.Cause(leadCtx))
@@ -71,11 +69,11 @@ func (e *lostLeadership) Unwrap() error { return e.err }
 // elect returns once h holds the leader lease (false when ctx ended first).
 // While another scheduler leads it logs, once per leader, that it stands
 // by; a state it cannot reach is tried again.
-func (s *server) elect(ctx context.Context, h Holder) (store.Lease, bool) {
-	poll := standbyPoll(h.ttl())
+func (s *server) elect(ctx context.Context, h lease.Holder) (store.Lease, bool) {
+	poll := standbyPoll(h.Lifetime())
 	var leader string
 	for {
-		l, err := acquire(ctx, s.o.Store, LeaderLeaseName, h, poll, func(l store.Lease) {
+		l, err := lease.Acquire(ctx, s.o.Store, lease.Leader, h, poll, func(l store.Lease) {
 			if l.Holder != leader {
 				leader = l.Holder
 				s.log.Info("standing by: another scheduler leads", "host", l.Host, "pid", l.PID, "until", l.ExpiresAt.Format(time.RFC3339))
@@ -87,7 +85,7 @@ func (s *server) elect(ctx context.Context, h Holder) (store.Lease, bool) {
 		if ctx.Err() != nil {
 			return l, false
 		}
-		var busy *LeaseBusyError
+		var busy *lease.BusyError
 		if !errors.As(err, &busy) {
 			s.log.Error("cannot reach the state: trying again", "error", err, "in", serveRetryEvery)
 		}

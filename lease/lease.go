@@ -1,4 +1,12 @@
-package scheduler
+// Package lease says which rewind may act on a state: the identity of a
+// rewind process (Holder: host, pid, its start time), the execution lease
+// whose generation fences every write of an execution, the leader lease
+// that elects the active `rewind scheduler`, and the heartbeat that tells
+// others an owner of attempts is alive. Acquire, keep (renew) and release
+// are guarded statements of package store.
+//
+// It decides nothing about runs or tasks, and starts no process.
+package lease
 
 import (
 	"context"
@@ -14,27 +22,32 @@ import (
 	"github.com/rewind-dev/rewind/store"
 )
 
-// LeaseName is the lease that one executing rewind holds on a state.
-const LeaseName = "scheduler"
+// Execution is the lease that one executing rewind holds on a state.
+const Execution = "scheduler"
 
-// LeaseTTL is how long a lease (and an owner's heartbeat) lasts without
+// DefaultTTL is how long a lease (and an owner's Heartbeat) lasts without
 // renewal by default; the holder renews it every TTL/3.
-const LeaseTTL = 30 * time.Second
+const DefaultTTL = 30 * time.Second
 
 // EnvHost names the environment variable that overrides the host name this
 // rewind gives itself in leases and attempt owners (default: the kernel's
 // host name). Two rewinds with the same host name must see each other's
 // processes: a lease or attempt of a dead process of "this host" is taken
-// over at once, one of another host only when its heartbeat has expired.
+// over at once, one of another host only when its Heartbeat has expired.
 const EnvHost = "REWIND_HOST"
 
-// LeaseBusyError says that another live rewind holds the state's lease.
-type LeaseBusyError struct{ Lease store.Lease }
+// BusyError says that another live rewind holds the state's lease.
+type BusyError struct{ Lease store.Lease }
 
-func (e *LeaseBusyError) Error() string {
+func (e *BusyError) Error() string {
 	return fmt.Sprintf("another rewind (pid %d on %s) is running on this state until it finishes or its lease expires at %s; pass --wait to wait for it",
 		e.Lease.PID, e.Lease.Host, e.Lease.ExpiresAt.Local().Format(time.RFC3339))
 }
+
+// Leader is the lease that elects the active `rewind scheduler`. It
+// elects; it does not fence: every write of an execution is fenced by the
+// execution lease, which the active scheduler takes for each execution.
+const Leader = "leader"
 
 // Holder identifies this process as a lease holder.
 type Holder struct {
@@ -42,17 +55,18 @@ type Holder struct {
 	Host     string
 	PID      int
 	PIDStart uint64
-	// TTL is how long its leases and its heartbeat last without renewal
-	// (0: LeaseTTL). A standby takes over within it after this holder dies
+	// TTL is how long its leases and its Heartbeat last without renewal
+	// (0: DefaultTTL). A standby takes over within it after this holder dies
 	// on another host.
 	TTL time.Duration
 }
 
-func (h Holder) ttl() time.Duration {
+// Lifetime is how long h's leases and heartbeat last without renewal.
+func (h Holder) Lifetime() time.Duration {
 	if h.TTL > 0 {
 		return h.TTL
 	}
-	return LeaseTTL
+	return DefaultTTL
 }
 
 // Self returns the Holder of the running process.
@@ -66,25 +80,25 @@ func Self() Holder {
 	return Holder{ID: host + ":" + strconv.Itoa(pid) + ":" + strconv.FormatUint(start, 10) + ":" + randomID(), Host: host, PID: pid, PIDStart: start}
 }
 
-// AcquireLease takes the scheduler lease for h and returns it (its
+// AcquireExecution takes the scheduler lease for h and returns it (its
 // Generation fences every write of this holder). A lease held by a dead
 // process of this host is taken over at once; a live holder makes it return
-// a *LeaseBusyError, or, with wait, poll until the lease is free.
-func AcquireLease(ctx context.Context, st store.Store, h Holder, wait bool) (store.Lease, error) {
+// a *BusyError, or, with wait, poll until the lease is free.
+func AcquireExecution(ctx context.Context, st store.Store, h Holder, wait bool) (store.Lease, error) {
 	poll := time.Duration(0)
 	if wait {
 		poll = 200 * time.Millisecond
 	}
-	return acquire(ctx, st, LeaseName, h, poll, nil)
+	return Acquire(ctx, st, Execution, h, poll, nil)
 }
 
-// acquire takes the lease name for h. With poll 0 it tries once (a live
-// holder is a *LeaseBusyError); otherwise it tries every poll until it holds
+// Acquire takes the lease name for h. With poll 0 it tries once (a live
+// holder is a *BusyError); otherwise it tries every poll until it holds
 // the lease or ctx ends, calling busy (when set) with the holder each time
 // it finds another one.
-func acquire(ctx context.Context, st store.Store, name string, h Holder, poll time.Duration, busy func(store.Lease)) (store.Lease, error) {
+func Acquire(ctx context.Context, st store.Store, name string, h Holder, poll time.Duration, busy func(store.Lease)) (store.Lease, error) {
 	for {
-		p := store.AcquireLeaseParams{Name: name, Holder: h.ID, Host: h.Host, PID: h.PID, PIDStart: h.PIDStart, TTL: h.ttl(), Now: time.Now()}
+		p := store.AcquireLeaseParams{Name: name, Holder: h.ID, Host: h.Host, PID: h.PID, PIDStart: h.PIDStart, TTL: h.Lifetime(), Now: time.Now()}
 		l, ok, err := st.AcquireLease(ctx, p)
 		if err != nil {
 			return l, fmt.Errorf("acquire lease: %w", err)
@@ -102,7 +116,7 @@ func acquire(ctx context.Context, st store.Store, name string, h Holder, poll ti
 			continue
 		}
 		if poll <= 0 {
-			return l, &LeaseBusyError{Lease: l}
+			return l, &BusyError{Lease: l}
 		}
 		if busy != nil {
 			busy(l)
@@ -115,10 +129,10 @@ func acquire(ctx context.Context, st store.Store, name string, h Holder, poll ti
 	}
 }
 
-// heartbeat says, in the store, that h is alive: the attempts it owns are
-// not taken over while its heartbeat lasts.
-func heartbeat(ctx context.Context, st store.Store, h Holder) error {
-	return st.Heartbeat(ctx, store.HeartbeatParams{ID: h.ID, Host: h.Host, PID: h.PID, PIDStart: h.PIDStart, TTL: h.ttl(), Now: time.Now()})
+// Heartbeat says, in the store, that h is alive: the attempts it owns are
+// not taken over while its Heartbeat lasts.
+func Heartbeat(ctx context.Context, st store.Store, h Holder) error {
+	return st.Heartbeat(ctx, store.HeartbeatParams{ID: h.ID, Host: h.Host, PID: h.PID, PIDStart: h.PIDStart, TTL: h.Lifetime(), Now: time.Now()})
 }
 
 func holderAlive(l store.Lease) bool {
@@ -126,14 +140,14 @@ func holderAlive(l store.Lease) bool {
 	return err == nil && (l.PIDStart == 0 || start == l.PIDStart)
 }
 
-// keepLease renews the lease name (and, with beat, h's heartbeat) every
+// Keep renews the lease name (and, with beat, h's Heartbeat) every
 // TTL/3 until ctx ends. A renewal that fails because the state is
 // unavailable is tried again every TTL/10; lost is called when the lease is
 // lost: another rewind took it, or no renewal succeeded for half the TTL
 // (so the holder stops, and its attempts get their grace period, before
 // another can take over).
-func keepLease(ctx context.Context, st store.Store, name string, h Holder, beat bool, lost func(error)) {
-	ttl := h.ttl()
+func Keep(ctx context.Context, st store.Store, name string, h Holder, beat bool, lost func(error)) {
+	ttl := h.Lifetime()
 	lastOK := time.Now()
 	wait := ttl / 3
 	for {
@@ -145,7 +159,7 @@ func keepLease(ctx context.Context, st store.Store, name string, h Holder, beat 
 		now := time.Now()
 		err := st.RenewLease(ctx, store.RenewLeaseParams{Name: name, Holder: h.ID, TTL: ttl, Now: now})
 		if err == nil && beat {
-			err = heartbeat(ctx, st, h)
+			err = Heartbeat(ctx, st, h)
 		}
 		switch {
 		case err == nil:
@@ -161,13 +175,13 @@ func keepLease(ctx context.Context, st store.Store, name string, h Holder, beat 
 	}
 }
 
-// ReleaseLease gives the lease up.
-func ReleaseLease(ctx context.Context, st store.Store, h Holder) error {
-	return st.ReleaseLease(ctx, store.ReleaseLeaseParams{Name: LeaseName, Holder: h.ID})
+// ReleaseExecution gives the lease up.
+func ReleaseExecution(ctx context.Context, st store.Store, h Holder) error {
+	return st.ReleaseLease(ctx, store.ReleaseLeaseParams{Name: Execution, Holder: h.ID})
 }
 
-// releaseLease gives the lease name up.
-func releaseLease(ctx context.Context, st store.Store, name string, h Holder) error {
+// Release gives the lease name up.
+func Release(ctx context.Context, st store.Store, name string, h Holder) error {
 	return st.ReleaseLease(ctx, store.ReleaseLeaseParams{Name: name, Holder: h.ID})
 }
 
