@@ -1,0 +1,199 @@
+package skew_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/skew"
+	"github.com/rewind-dev/rewind/store"
+	"github.com/rewind-dev/rewind/timetable"
+)
+
+// The skew rules of one pipeline: Black Friday by expression, one date by
+// list, a pool that escalates when an attempt runs out of memory.
+const blackFriday = `
+pool "large"  {
+  slots = 2
+}
+pool "medium" {
+  slots            = 4
+  oom_escalate_to  = "large"
+}
+pipeline "revenue" {
+  schedule   = "@daily"
+  start_date = "2025-11-01"
+  skew {
+    hot_dates  = ["2025-11-03"]
+    hot_when   = run.month == 11 && run.weekday == "Friday" && run.day >= 23 && run.day <= 29
+    pool       = "large"
+    hot_factor = 3
+  }
+  task "aggregate" {
+    command = "true"
+    pool    = "medium"
+  }
+}
+`
+
+func load(t *testing.T, hcl string) *dsl.Workspace {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(hcl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ws, diags := dsl.Load(dir, dsl.LoadOptions{})
+	if diags.HasErrors() {
+		t.Fatalf("load: %s", diags.Error())
+	}
+	return ws
+}
+
+func day(ds string) time.Time {
+	d, err := time.Parse("2006-01-02", ds)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+func rv(ds string) dsl.RunVars {
+	d := day(ds)
+	return dsl.RunVars{ID: store.RunID(store.KindScheduled, d), Pipeline: "revenue", LogicalDate: d,
+		DataIntervalStart: d, DataIntervalEnd: d.AddDate(0, 0, 1), Kind: string(store.KindScheduled)}
+}
+
+func attempt(try int, state store.AttemptState, pool string, took time.Duration) store.Attempt {
+	start := day("2025-11-01")
+	return store.Attempt{TryNumber: try, State: state, Pool: pool, StartedAt: start, EndedAt: start.Add(took)}
+}
+
+func TestTaskRoutes(t *testing.T) {
+	ws := load(t, blackFriday)
+	p := ws.Pipeline("revenue")
+	task := p.Tasks[0]
+	cases := []struct {
+		name       string
+		ds         string
+		h          skew.History
+		pool       string
+		reasonHead string // "" for the task's own pool
+	}{
+		{"an ordinary Friday", "2025-11-21", skew.History{}, "medium", ""},
+		{"Black Friday by expression", "2025-11-28", skew.History{}, "large", "hot_when: "},
+		{"a listed date", "2025-11-03", skew.History{}, "large", "hot_dates"},
+		{"the last try ran 4x the median", "2025-11-10",
+			skew.History{Attempts: []store.Attempt{attempt(1, store.AttemptSuccess, "medium", 40*time.Minute)}, Median: 10 * time.Minute},
+			"large", "history: try 1 ran 40m0s, over 3 x the median 10m0s"},
+		{"the last try ran 2x the median", "2025-11-10",
+			skew.History{Attempts: []store.Attempt{attempt(1, store.AttemptSuccess, "medium", 20*time.Minute)}, Median: 10 * time.Minute},
+			"medium", ""},
+		{"out of memory in medium escalates to large", "2025-11-10",
+			skew.History{Attempts: []store.Attempt{attempt(1, store.AttemptOOM, "medium", time.Minute)}},
+			"large", "oom escalation: try 1 ran out of memory in pool medium"},
+		{"an OOM in another pool does not escalate this one", "2025-11-10",
+			skew.History{Attempts: []store.Attempt{attempt(1, store.AttemptOOM, "large", time.Minute)}},
+			"medium", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := skew.Task(ws, p, task, rv(c.ds), nil, c.h)
+			if got.Pool != c.pool || !strings.HasPrefix(got.Reason, c.reasonHead) || (c.reasonHead == "" && got.Reason != "") {
+				t.Errorf("route of %s = %+v, want pool %s and a reason starting %q", c.ds, got, c.pool, c.reasonHead)
+			}
+		})
+	}
+}
+
+// DateRoutes is what `rewind dates` and plans show: the pipeline's skew
+// block over a window, for tasks in the pipeline's default pool.
+func TestDateRoutesOfNovember(t *testing.T) {
+	ws := load(t, blackFriday)
+	p := ws.Pipeline("revenue")
+	tt, err := timetable.New(p.Schedule, p.Timezone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ivs []timetable.Interval
+	for iv := range tt.Intervals(timetable.Window{StartDate: p.StartDate, Now: day("2025-12-01")}) {
+		ivs = append(ivs, iv)
+	}
+	if len(ivs) != 30 {
+		t.Fatalf("%d intervals in November", len(ivs))
+	}
+	routes := skew.DateRoutes(context.Background(), p, ivs)
+	hot := map[string]string{}
+	for i, r := range routes {
+		if r.Pool != "default" {
+			hot[ivs[i].DS()] = r.Pool + " " + r.Reason
+		}
+	}
+	want := map[string]string{
+		"2025-11-03": "large hot_dates",
+		"2025-11-28": "large hot_when: " + p.Skew.HotWhenText,
+	}
+	if len(hot) != len(want) {
+		t.Fatalf("hot dates %v, want %v", hot, want)
+	}
+	for ds, w := range want {
+		if hot[ds] != w {
+			t.Errorf("%s: %q, want %q", ds, hot[ds], w)
+		}
+	}
+}
+
+// A probe measures each date against the median of its window: a date
+// above hot_factor x the median is hot, a date whose probe fails is not,
+// and the failure says which date and why.
+func TestProbeRoutes(t *testing.T) {
+	ws := load(t, `
+pipeline "events" {
+  schedule   = "@daily"
+  start_date = "2025-11-01"
+  skew {
+    probe      = "case $REWIND_DS in 2025-11-28) echo 900;; 2025-11-05) echo not-a-number;; *) echo 100;; esac"
+    hot_factor = 3
+    pool       = "large"
+  }
+  task "t" {
+    command = "true"
+  }
+}
+pool "large" {
+  slots = 1
+}
+`)
+	p := ws.Pipeline("events")
+	tt, err := timetable.New(p.Schedule, p.Timezone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ivs []timetable.Interval
+	for iv := range tt.Intervals(timetable.Window{StartDate: p.StartDate, Now: day("2025-12-01")}) {
+		ivs = append(ivs, iv)
+	}
+	routes, failures := skew.DateRoutesChecked(skew.ProbeContext(context.Background(), day("2025-12-01")), p, ivs)
+	for i, r := range routes {
+		switch ds := ivs[i].DS(); ds {
+		case "2025-11-28":
+			if r.Pool != "large" || !strings.HasPrefix(r.Reason, "probe: 900 > 3 x median 100") {
+				t.Errorf("%s: %+v", ds, r)
+			}
+		case "2025-11-05":
+			if r.Pool != "default" || !strings.HasPrefix(r.Reason, "probe failed, not treated as hot: ") {
+				t.Errorf("%s: %+v", ds, r)
+			}
+		default:
+			if r.Pool != "default" || r.Reason != "" {
+				t.Errorf("%s: %+v", ds, r)
+			}
+		}
+	}
+	if len(failures) != 1 || !strings.Contains(failures[0], "2025-11-05") {
+		t.Errorf("failures %q, want one naming 2025-11-05", failures)
+	}
+}
