@@ -20,8 +20,9 @@
 // [pipeline.revenue]): date D of the pipeline waits for date D of those,
 // and Load rejects unknown pipelines, a pipeline consuming itself and
 // cycles. A requires block's path or command is a template over run.* (not
-// pool.*), rendered and run for one date by Requirement.Check; a notify
-// block's command may not refer to run.* or pool.*.
+// pool.*), which Requirement.Render evaluates for one date into plain data
+// (RenderedRequirement) that executor/requires acts on; a notify block's
+// command may not refer to run.* or pool.*.
 //
 // Catalog blocks declare the Iceberg catalogs of the workspace (type sql,
 // a SQLite file and a local warehouse directory resolved against the
@@ -50,4 +51,12 @@
 //
 // Load returns plain configuration structs: scheduling and execution happen
 // in other packages, which never read HCL.
+//
+// What dsl never does: it starts no process and reads no rewind state (no
+// store, no logs, no lake). The files it reads are the workspace's *.hcl,
+// and at load time it looks at the filesystem only to check that a workdir
+// known then exists. Checks that run a command or look for a date's files
+// belong to the packages that run things: a requires block is rendered here
+// and checked by executor/requires. dsl imports no other package of
+// rewind; TestImportRule keeps it so.
 package dsl
