@@ -53,10 +53,11 @@
 // in other packages, which never read HCL.
 //
 // What dsl never does: it starts no process and reads no rewind state (no
-// store, no logs, no lake). The files it reads are the workspace's *.hcl,
-// and at load time it looks at the filesystem only to check that a workdir
-// known then exists. Checks that run a command or look for a date's files
-// belong to the packages that run things: a requires block is rendered here
-// and checked by executor/requires. dsl imports no other package of
-// rewind; TestImportRule keeps it so.
+// store, no logs, no lake). The files it reads are the workspace's *.hcl;
+// besides them it looks at the filesystem only to check at load time that
+// a workdir known then exists, and in Output.Files, which lists the files
+// a run wrote. Checks that run a command or test a date's sources belong
+// to the packages that run things: a requires block is rendered here and
+// checked by executor/requires. dsl imports no other package of rewind;
+// TestImportRule keeps it so.
 package dsl
