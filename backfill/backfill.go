@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/executor/requires"
 	"github.com/rewind-dev/rewind/lake"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/skew"
@@ -939,7 +940,7 @@ func (a *applier) verify(ctx context.Context) error {
 	for _, d := range a.selected() {
 		rv := a.runVars(d)
 		for _, r := range a.def.Requires {
-			if err := r.Check(ctx, rv); err != nil {
+			if err := requires.Check(ctx, r, rv); err != nil {
 				missing = append(missing, a.o.Workspace.Redact(fmt.Sprintf("%s: %s: %v", d.DS, r.Name, err)))
 			}
 		}

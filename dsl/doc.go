@@ -20,8 +20,9 @@
 // [pipeline.revenue]): date D of the pipeline waits for date D of those,
 // and Load rejects unknown pipelines, a pipeline consuming itself and
 // cycles. A requires block's path or command is a template over run.* (not
-// pool.*), rendered and run for one date by Requirement.Check; a notify
-// block's command may not refer to run.* or pool.*.
+// pool.*), which Requirement.Render evaluates for one date into plain data
+// (RenderedRequirement) that executor/requires acts on; a notify block's
+// command may not refer to run.* or pool.*.
 //
 // Catalog blocks declare the Iceberg catalogs of the workspace (type sql,
 // a SQLite file and a local warehouse directory resolved against the
@@ -50,4 +51,13 @@
 //
 // Load returns plain configuration structs: scheduling and execution happen
 // in other packages, which never read HCL.
+//
+// What dsl never does: it starts no process and reads no rewind state (no
+// store, no logs, no lake). The files it reads are the workspace's *.hcl;
+// besides them it looks at the filesystem only to check at load time that
+// a workdir known then exists, and in Output.Files, which lists the files
+// a run wrote. Checks that run a command or test a date's sources belong
+// to the packages that run things: a requires block is rendered here and
+// checked by executor/requires. dsl imports no other package of rewind;
+// TestImportRule keeps it so.
 package dsl

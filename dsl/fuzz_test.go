@@ -173,9 +173,10 @@ notify "n" {}`))
 				_, _ = p.Skew.HotWhen(RunVars{})
 				_, _ = p.Skew.ProbeCommand(RunVars{})
 			}
-			// Check would run the fuzzed command: only Describe is called.
+			// Render runs nothing: the fuzzed command is rendered, not run.
 			for _, r := range p.Requires {
 				_ = r.Describe()
+				_, _ = r.Render(RunVars{})
 			}
 			_ = ws.Consumers(p.Name)
 			_ = p.DateEnv(RunVars{})

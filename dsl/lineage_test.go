@@ -1,7 +1,6 @@
 package dsl
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -221,13 +220,7 @@ pipeline "revenue" {
 
 func TestRequires(t *testing.T) {
 	dir := t.TempDir()
-	writeTree(t, dir, map[string]string{
-		"pipelines/main.hcl":                               requiresSrc,
-		"pipelines/data/transactions/2025-07-03.csv":       "id,amount\n1,10\n",
-		"pipelines/data/transactions/2025-07-04.csv":       "",
-		"pipelines/data/events/20250703/part-0.parquet":    "x",
-		"pipelines/data/events/20250704/part-0.parquet/_x": "a directory named like a file",
-	})
+	writeTree(t, dir, map[string]string{"pipelines/main.hcl": requiresSrc})
 	ws, diags := Load(filepath.Join(dir, "pipelines"), LoadOptions{})
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())
@@ -261,7 +254,6 @@ func TestRequires(t *testing.T) {
 		}
 	}
 
-	t.Setenv("REWIND_TEST_INHERITED", "inherited")
 	loc := p.Timezone
 	day := func(d int) RunVars {
 		return RunVars{
@@ -271,47 +263,33 @@ func TestRequires(t *testing.T) {
 			Kind:              "backfill",
 		}
 	}
+	// Render evaluates the templates for one date and runs nothing (the
+	// checks themselves are executor/requires's, tested there).
 	pdir := filepath.Join(dir, "pipelines")
-	if real, err := filepath.EvalSymlinks(pdir); err == nil {
-		pdir = real
-	}
-	cases := []struct {
+	for _, c := range []struct {
 		req  string
-		day  int
-		want string // "" = satisfied
+		path string
+		argv []string
 	}{
-		{"transactions", 3, ""},
-		{"transactions", 4, ""}, // an empty file matches a path
-		{"transactions", 5, "no file matches data/transactions/2025-07-05.csv"},
-		{"partitions", 3, ""},
-		{"partitions", 4, "no file matches data/events/20250704/*.parquet (only directories do)"},
-		{"partitions", 5, "no file matches data/events/20250705/*.parquet"},
-		{"nonempty", 3, ""},
-		{"nonempty", 4, "command exited 1"},
-		{"shell", 3, ""},
-		{"shell", 4, "command exited 3: checking"},
-		{"env", 3, "command exited 1: revenue|2025-07-03|20250703|2025-07-03T00:00:00+09:00|2025-07-03T00:00:00+09:00|2025-07-04T00:00:00+09:00|" + pdir + "|inherited|"},
-		{"truth", 3, ""},
-		{"falsity", 3, "command exited 1"},
-		{"absent", 3, `command cannot start: exec: "rewind-no-such-program-for-requires": executable file not found in $PATH`},
-	}
-	for _, c := range cases {
-		err := req(c.req).Check(context.Background(), day(c.day))
-		got := ""
+		{"transactions", "data/transactions/2025-07-03.csv", nil},
+		{"partitions", "data/events/20250703/*.parquet", nil},
+		{"nonempty", "", []string{"test", "-s", "data/transactions/2025-07-03.csv"}},
+		{"shell", "", []string{"/bin/sh", "-c", "echo checking >&2; test \"$REWIND_DS\" = 2025-07-03 || { echo \"missing day $REWIND_DS\" >&2; exit 3; }"}},
+		{"absent", "", []string{"rewind-no-such-program-for-requires"}},
+	} {
+		got, err := req(c.req).Render(day(3))
 		if err != nil {
-			got = err.Error()
+			t.Errorf("Render(%s): %v", c.req, err)
+			continue
 		}
-		if got != c.want {
-			t.Errorf("%s on 2025-07-%02d: %q, want %q", c.req, c.day, got, c.want)
+		if got.Name != c.req || got.Path != c.path || !reflect.DeepEqual(got.Argv, c.argv) || got.Dir != pdir || !reflect.DeepEqual(got.Env, p.DateEnv(day(3))) {
+			t.Errorf("Render(%s) = %+v, want path %q, argv %q, dir %s and the date's env", c.req, got, c.path, c.argv, pdir)
 		}
+	}
+	if _, err := (*Requirement)(nil).Render(day(3)); err == nil || err.Error() != "the requirement sets neither path nor command" {
+		t.Errorf("Render of nil: %v", err)
 	}
 
-	// rv.Pipeline, when set, names the pipeline.
-	rv := day(3)
-	rv.Pipeline = "other"
-	if err := req("env").Check(context.Background(), rv); err == nil || !strings.Contains(err.Error(), "exited 1: other|") {
-		t.Errorf("env with rv.Pipeline: %v", err)
-	}
 	if got, want := p.DateEnv(day(3)), []string{
 		"REWIND_PIPELINE=revenue",
 		"REWIND_DS=2025-07-03",
@@ -321,33 +299,6 @@ func TestRequires(t *testing.T) {
 		"REWIND_DATA_INTERVAL_END=2025-07-04T00:00:00+09:00",
 	}; !reflect.DeepEqual(got, want) {
 		t.Errorf("DateEnv:\n got %q\nwant %q", got, want)
-	}
-}
-
-func TestRequiresCommandStops(t *testing.T) {
-	ws := mustLoad(t, pipe("p", `  requires "slow" {
-    command = ["sh", "-c", "sleep 30 & sleep 30"]
-  }`), LoadOptions{})
-	r := ws.Pipeline("p").Requires[0]
-	rv := RunVars{LogicalDate: time.Date(2025, 7, 1, 0, 0, 0, 0, time.UTC)}
-
-	saved := requirementTimeout
-	requirementTimeout = 200 * time.Millisecond
-	defer func() { requirementTimeout = saved }()
-	start := time.Now()
-	err := r.Check(context.Background(), rv)
-	if err == nil || err.Error() != "command did not finish within 200ms" {
-		t.Errorf("timeout: %v", err)
-	}
-	requirementTimeout = time.Minute
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	err = r.Check(ctx, rv)
-	if err == nil || !strings.HasPrefix(err.Error(), "command interrupted: ") {
-		t.Errorf("cancelled: %v", err)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("the checks took %s: the process group was not killed", d)
 	}
 }
 
@@ -423,19 +374,16 @@ func TestRequiresForEach(t *testing.T) {
   requires "source" {
     path = "data/${each.key}/${run.ds}.csv"
   }`),
-		"data/orders/2025-07-01.csv": "x",
 	})
 	ws, diags := Load(dir, LoadOptions{})
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())
 	}
 	rv := RunVars{LogicalDate: time.Date(2025, 7, 1, 0, 0, 0, 0, time.UTC)}
-	if err := ws.Pipeline("load_orders").Requires[0].Check(context.Background(), rv); err != nil {
-		t.Errorf("orders: %v", err)
-	}
-	err := ws.Pipeline("load_fx").Requires[0].Check(context.Background(), rv)
-	if err == nil || err.Error() != "no file matches data/fx/2025-07-01.csv" {
-		t.Errorf("fx: %v", err)
+	for name, want := range map[string]string{"load_orders": "data/orders/2025-07-01.csv", "load_fx": "data/fx/2025-07-01.csv"} {
+		if c, err := ws.Pipeline(name).Requires[0].Render(rv); err != nil || c.Path != want {
+			t.Errorf("%s: %+v, %v; want path %s", name, c, err, want)
+		}
 	}
 	if got := ws.Pipeline("load_fx").Requires[0].Describe(); got != "path data/${each.key}/${run.ds}.csv" {
 		t.Errorf("Describe = %q", got)

@@ -1,30 +1,17 @@
 package dsl
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
-	"github.com/rewind-dev/rewind/executor"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 )
-
-// RequirementTimeout bounds the command of a requires block: a check still
-// running after it fails.
-const RequirementTimeout = 5 * time.Minute
-
-// requirementTimeout is RequirementTimeout, shortened by tests.
-var requirementTimeout = RequirementTimeout
-
-// requirementStderrLimit is how much of a failing check's stderr is kept.
-const requirementStderrLimit = 64 << 10
 
 var requiresSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
@@ -149,106 +136,56 @@ func (r *Requirement) Describe() string {
 	return ""
 }
 
-// Check runs the requirement for one date: nil when satisfied, else an
-// error that says what is missing ("no file matches
-// data/transactions/2025-07-03.csv", or "command exited 1: <first line of
-// its stderr>"). A path is a glob relative to the directory of the
-// pipeline's file that must match at least one file (not a directory); a
-// command runs in that directory with the process environment plus the
-// date's REWIND_* variables (Pipeline.DateEnv), for at most
-// RequirementTimeout.
-func (r *Requirement) Check(ctx context.Context, rv RunVars) error {
+// RenderedRequirement is a requires block rendered for one date: plain
+// data, no HCL, for the package that runs the check. A path requirement
+// has Path and no Argv; a command requirement has Argv.
+type RenderedRequirement struct {
+	Name string
+	// Path is the glob as rendered (data/transactions/2025-07-03.csv),
+	// relative to Dir unless absolute: it must match at least one file
+	// (not a directory).
+	Path string
+	// Argv is the command, run in Dir: it must exit 0. A string command
+	// is ["/bin/sh", "-c", command].
+	Argv []string
+	// Dir is the directory of the pipeline's file.
+	Dir string
+	// Env is the date's REWIND_* variables (Pipeline.DateEnv), as
+	// NAME=VALUE entries, for the command's environment.
+	Env []string
+}
+
+// Render evaluates the requirement's path or command for one date. It
+// starts nothing and looks at no file: an error says only that the
+// template cannot be evaluated.
+func (r *Requirement) Render(rv RunVars) (*RenderedRequirement, error) {
 	if r == nil || (r.path == nil && r.command == nil) {
-		return errors.New("the requirement sets neither path nor command")
+		return nil, errors.New("the requirement sets neither path nor command")
 	}
 	evalCtx := runContext(r.ctx, runValue(rv, r.pipe, r.loc), nil)
+	out := &RenderedRequirement{Name: r.Name, Dir: r.dir, Env: dateEnv(rv, r.pipe, r.loc)}
 	if r.path != nil {
-		return r.checkPath(evalCtx)
-	}
-	return r.checkCommand(ctx, evalCtx, rv)
-}
-
-func (r *Requirement) checkPath(evalCtx *hcl.EvalContext) error {
-	v, diags := r.path.Value(evalCtx)
-	if diags.HasErrors() {
-		return fmt.Errorf("path: %w", diags)
-	}
-	sv, err := convert.Convert(unmark(v), cty.String)
-	if err != nil || sv.IsNull() || !sv.IsKnown() {
-		return errors.New("path must be a string")
-	}
-	pattern := sv.AsString()
-	matches, err := filepath.Glob(resolveDir(r.dir, pattern))
-	if err != nil {
-		return fmt.Errorf("path %s is not a valid glob: %w", pattern, err)
-	}
-	dirs := 0
-	for _, m := range matches {
-		info, err := os.Stat(m)
-		if err != nil {
-			continue
+		v, diags := r.path.Value(evalCtx)
+		if diags.HasErrors() {
+			return nil, fmt.Errorf("path: %w", diags)
 		}
-		if info.IsDir() {
-			dirs++
-			continue
+		sv, err := convert.Convert(unmark(v), cty.String)
+		if err != nil || sv.IsNull() || !sv.IsKnown() {
+			return nil, errors.New("path must be a string")
 		}
-		return nil
+		out.Path = sv.AsString()
+		return out, nil
 	}
-	if dirs > 0 {
-		return fmt.Errorf("no file matches %s (only directories do)", pattern)
-	}
-	return fmt.Errorf("no file matches %s", pattern)
-}
-
-func (r *Requirement) checkCommand(ctx context.Context, evalCtx *hcl.EvalContext, rv RunVars) error {
 	v, diags := r.command.Value(evalCtx)
 	if diags.HasErrors() {
-		return fmt.Errorf("command: %w", diags)
+		return nil, fmt.Errorf("command: %w", diags)
 	}
 	argv, err := commandArgv(unmark(v))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	timeout := requirementTimeout
-	o, err := executor.Run(ctx, executor.Command{
-		Argv:    argv,
-		Dir:     r.dir,
-		Env:     append(os.Environ(), dateEnv(rv, r.pipe, r.loc)...),
-		Capture: requirementStderrLimit,
-		Timeout: timeout,
-		Grace:   2 * time.Second,
-	})
-	switch {
-	case err != nil:
-		return fmt.Errorf("command cannot start: %w", err)
-	case o.Success():
-		return nil
-	case o.Interrupted:
-		return fmt.Errorf("command interrupted: %w", ctx.Err())
-	case o.TimedOut:
-		return fmt.Errorf("command did not finish within %s", timeout)
-	}
-	status := fmt.Sprintf("command exited %d", o.ExitCode)
-	if o.Signal != "" {
-		status = "command killed by " + o.Signal
-	}
-	if line := firstLine(string(o.Stderr)); line != "" {
-		return fmt.Errorf("%s: %s", status, line)
-	}
-	return errors.New(status)
-}
-
-// firstLine is the first non-blank line of s, trimmed.
-func firstLine(s string) string {
-	for _, line := range strings.Split(s, "\n") {
-		if t := strings.TrimSpace(line); t != "" {
-			return t
-		}
-	}
-	return ""
+	out.Argv = argv
+	return out, nil
 }
 
 // DateEnv is the environment that describes one date of the pipeline to a
