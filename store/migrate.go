@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"regexp"
 	"sort"
 	"strconv"
@@ -18,13 +19,34 @@ import (
 // them for its backend. Everything else in a migration must be SQL that both
 // accept.
 
-// dialect is what the migration runner needs to know about a backend.
+// dialect is what differs between the databases around the shared code:
+// the spelling of migrations and queries, and the steps one of them does
+// its own way. The operations' SQL is written once with PostgreSQL's
+// numbered placeholders ($1, $2, ...); SQLite reads them as ?1, ?2, ...
 type dialect struct {
 	name string
 	// tokens maps each {{token}} of a migration to this backend's spelling.
 	tokens map[string]string
 	// ph returns the placeholder of the n-th (1-based) query argument.
 	ph func(n int) string
+	// bind rewrites the $N placeholders of shared SQL; nil keeps them.
+	bind func(query string) string
+	// arrays: a list is bound as one array argument (= ANY($1::text[]))
+	// rather than one placeholder per value (IN ($1, $2)).
+	arrays bool
+	// chunk is the most ids bound in one statement.
+	chunk int
+	// collate follows a text sort key so that names sort bytewise,
+	// whatever the database's collation.
+	collate string
+	// hint precedes a sort key to keep the planner from walking that key's
+	// index when another index serves the filter better (SQLite: unary +).
+	hint string
+	// lockTasks and lockRun read a run's task instances, and the run, FOR
+	// SHARE ($1 the run id); "" where the writer holds the whole database.
+	lockTasks, lockRun string
+	// steps are the parts of operations the dialect does its own way.
+	steps steps
 }
 
 var (
@@ -35,7 +57,11 @@ var (
 			"int":    "INTEGER",
 			"strict": "STRICT",
 		},
-		ph: func(int) string { return "?" },
+		ph:    func(int) string { return "?" },
+		bind:  sqliteBind,
+		chunk: 500,
+		hint:  "+",
+		steps: sqliteSteps{},
 	}
 	postgresDialect = dialect{
 		name: "postgres",
@@ -44,9 +70,37 @@ var (
 			"int":    "BIGINT",
 			"strict": "",
 		},
-		ph: func(n int) string { return "$" + strconv.Itoa(n) },
+		ph:        func(n int) string { return "$" + strconv.Itoa(n) },
+		arrays:    true,
+		chunk:     math.MaxInt32,
+		collate:   ` COLLATE "C"`,
+		lockTasks: "SELECT 1 FROM task_instances WHERE run_id = $1 FOR SHARE",
+		lockRun:   "SELECT 1 FROM runs WHERE id = $1 FOR SHARE",
+		steps:     pgSteps{},
 	}
 )
+
+// rebind spells the $N placeholders of query for d.
+func (d *dialect) rebind(query string) string {
+	if d.bind == nil {
+		return query
+	}
+	return d.bind(query)
+}
+
+// sqliteBind turns $N into ?N: the same numbered parameter in SQLite.
+func sqliteBind(query string) string {
+	if !strings.Contains(query, "$") {
+		return query
+	}
+	b := []byte(query)
+	for i := 0; i+1 < len(b); i++ {
+		if b[i] == '$' && b[i+1] >= '0' && b[i+1] <= '9' {
+			b[i] = '?'
+		}
+	}
+	return string(b)
+}
 
 var tokenRE = regexp.MustCompile(`\{\{\s*([A-Za-z0-9_]*)\s*\}\}`)
 
@@ -188,15 +242,5 @@ func applyMigration(ctx context.Context, t migrationTarget, m migration) error {
 			return fmt.Errorf("store: migration %s: record: %w", m.name, err)
 		}
 		return nil
-	})
-}
-
-// migrate brings the SQLite file's schema up to date.
-func (s *sqliteStore) migrate(ctx context.Context) error {
-	return runMigrations(ctx, migrationTarget{
-		dialect: sqliteDialect,
-		where:   "sqlite " + s.path,
-		db:      s.w,
-		write:   s.write,
 	})
 }
