@@ -149,33 +149,6 @@ func (a *args) add(v any) string {
 	return "$" + strconv.Itoa(len(*a))
 }
 
-// in is the condition "col is one of vals" ([]string or []int64, not
-// empty): one array argument where the dialect binds arrays, else one
-// placeholder per value.
-func (d *dialect) in(a *args, col string, vals any) string {
-	if d.arrays {
-		typ := "text[]"
-		if _, ok := vals.([]int64); ok {
-			typ = "bigint[]"
-		}
-		return col + " = ANY(" + a.add(vals) + "::" + typ + ")"
-	}
-	var phs []string
-	switch vs := vals.(type) {
-	case []string:
-		for _, v := range vs {
-			phs = append(phs, a.add(v))
-		}
-	case []int64:
-		for _, v := range vs {
-			phs = append(phs, a.add(v))
-		}
-	default:
-		panic(fmt.Sprintf("store: in: unsupported list %T", vals))
-	}
-	return col + " IN (" + strings.Join(phs, ", ") + ")"
-}
-
 // fence is the lease a Fenced store's writes are conditional on.
 type fence struct {
 	lease, holder string

@@ -1,8 +1,29 @@
 // Package store owns rewind's state: pipelines, runs, task instances,
-// attempts, watermarks and the scheduler lease. Store is the interface the
-// scheduler and the CLI use; Open picks the backend from a DSN (SQLite is the
-// embedded default). Every backend passes the conformance suite in
+// attempts, owners, the outbox, watermarks, backfills and the scheduler
+// lease, and every transition of them as one guarded, atomic operation.
+// Store is the interface the scheduler and the CLI use; Open picks the
+// backend from a DSN (SQLite is the embedded default, PostgreSQL for
+// several hosts). Every backend passes the conformance suite in
 // store/storetest.
+//
+// The package never decides anything: it knows no scheduling (no
+// timetable, no readiness, no retries, no pools' policy), starts no
+// process and reads no configuration. Callers decide and pass their
+// decisions in (with Now, so that tests fix the clock); the store applies
+// them under guards that refuse what the state no longer allows
+// (ErrConflict, ErrNotFound, ErrFenced).
+//
+// One implementation of Store serves both databases: each operation's Go
+// (checks, transaction, guards, scanning, errors) is written once, in
+// meta.go, runs.go, tasks.go, claim.go and backfills.go, over a backend
+// (sqlite.go, postgres.go: the transactions, their locking and fencing)
+// and a dialect (dialect.go: a table of what the two databases spell
+// differently, and the few steps one of them does its own way, in
+// sqlite_steps.go and postgres_steps.go). The SQL is written once with
+// numbered placeholders wherever the two accept the same text. A query
+// table rather than generated code (sqlc, as river does): most statements
+// are the same in both databases, both run on database/sql with the same
+// scanning, and generating Go per dialect would bring back two copies.
 package store
 
 import (
