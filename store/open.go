@@ -39,18 +39,18 @@ func DSNFromEnv(flag string) string {
 //	postgres://...        PostgreSQL (postgresql:// too)
 func Open(ctx context.Context, dsn string) (Store, error) {
 	if IsPostgres(dsn) {
-		s, err := openPostgres(ctx, dsn) // its errors name the state, without credentials
+		b, err := openPostgres(ctx, dsn) // its errors name the state, without credentials
 		if err != nil {
 			return nil, err
 		}
-		return s, nil
+		return &sqlStore{b: b, d: &postgresDialect}, nil
 	}
 	path, _ := SQLitePath(dsn)
-	s, err := openSQLite(ctx, path)
+	b, err := openSQLite(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	return s, nil
+	return &sqlStore{b: b, d: &sqliteDialect}, nil
 }
 
 // IsPostgres reports whether dsn names a PostgreSQL state.

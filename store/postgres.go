@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// pgStore is the PostgreSQL backend, on database/sql with pgx's stdlib
+// pgDB is the PostgreSQL backend, on database/sql with pgx's stdlib
 // driver: the same *sql.Tx, scanning and migration runner as the SQLite
 // backend, pgx underneath for the protocol, arrays (= ANY($1)) and error codes.
 //
@@ -47,14 +47,14 @@ import (
 // pool, its health checks and its retries on a broken connection come with
 // database/sql; pgx still does the protocol, so arrays, error codes and the
 // statement cache are pgx's.
-type pgStore struct {
+type pgDB struct {
 	db    *sql.DB
 	where string // "postgres HOST/DB" for errors, without the password
 	// tx is set on the Store that InTx hands to its function: every
 	// operation then runs inside that transaction, under a savepoint.
 	tx *sql.Tx
 	// fence, when set, is checked at the start of every write transaction.
-	fence *pgFence
+	fence *fence
 	// txs is shared by the views of one InTx transaction (Fenced included).
 	txs *pgTxState
 }
@@ -67,7 +67,7 @@ type pgTxState struct {
 	// later operations need not check again. An operation of this
 	// transaction that moves a lease (AcquireLease, ReleaseLease) forgets
 	// them.
-	verified map[pgFence]bool
+	verified map[fence]bool
 	// moves counts the operations of this transaction that moved a lease.
 	moves int
 	// open: the savepoint of the last operation is still open (released
@@ -77,7 +77,7 @@ type pgTxState struct {
 
 // leaseMoved tells the transaction's state that a lease may have changed
 // holder or generation in it.
-func (s *pgStore) leaseMoved() {
+func (s *pgDB) leaseMoved() {
 	if s.txs != nil {
 		clear(s.txs.verified)
 		s.txs.moves++
@@ -86,14 +86,19 @@ func (s *pgStore) leaseMoved() {
 
 // checkFenceInTx checks s.fence inside the enclosing transaction unless
 // this transaction holds it already; it returns whether it checked.
-func (s *pgStore) checkFenceInTx(ctx context.Context) (checked bool, err error) {
+func (s *pgDB) checkFenceInTx(ctx context.Context) (checked bool, err error) {
 	if s.fence == nil || s.txs.verified[*s.fence] {
 		return false, nil
 	}
-	return true, s.fence.check(ctx, s.tx)
+	return true, s.fence.check(ctx, s.tx, pgFenceSQL)
 }
 
-var _ Store = (*pgStore)(nil)
+var _ backend = (*pgDB)(nil)
+
+// pgFenceSQL reads a Fenced view's lease row FOR SHARE: a takeover (an
+// UPDATE of that row by AcquireLease) waits until the fenced transaction
+// has ended, so none can come between the check and the commit.
+const pgFenceSQL = "SELECT 1 FROM leases WHERE name = $1 AND holder = $2 AND generation = $3 FOR SHARE"
 
 // Advisory lock keys: pg_advisory_xact_lock(pgLockSpace, key) with key a
 // small constant or the FNV-32a hash of a name (pgPoolLockKey). Advisory
@@ -107,7 +112,7 @@ const (
 // pgMaxConns bounds each Store's pool of connections.
 func pgMaxConns() int { return max(4, min(16, 2*runtime.GOMAXPROCS(0))) }
 
-func openPostgres(ctx context.Context, dsn string) (*pgStore, error) {
+func openPostgres(ctx context.Context, dsn string) (*pgDB, error) {
 	where := "postgres " + pgWhere(dsn)
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
@@ -129,7 +134,7 @@ func openPostgres(ctx context.Context, dsn string) (*pgStore, error) {
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	s := &pgStore{db: db, where: where}
+	s := &pgDB{db: db, where: where}
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: %s: connect: %w", where, errors.Join(ErrPostgresUnavailable, redactErr(err, dsn)))
@@ -155,7 +160,7 @@ func pgWhere(dsn string) string {
 }
 
 // migrate brings the database's schema up to date under an advisory lock.
-func (s *pgStore) migrate(ctx context.Context) error {
+func (s *pgDB) migrate(ctx context.Context) error {
 	return runMigrations(ctx, migrationTarget{
 		dialect: postgresDialect,
 		where:   s.where,
@@ -182,7 +187,7 @@ func (s *pgStore) migrate(ctx context.Context) error {
 }
 
 // Close closes the pool of connections.
-func (s *pgStore) Close() error {
+func (s *pgDB) Close() error {
 	return s.db.Close()
 }
 
@@ -196,7 +201,7 @@ const pgRetries = 8
 // failed operation leaves nothing half-done while the others of the batch
 // stand (PostgreSQL aborts the whole transaction on an error; rolling back
 // to the savepoint makes it usable again).
-func (s *pgStore) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *pgDB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if s.tx != nil {
 		// The previous operation's savepoint is released with this one's
 		// creation: one round trip, and never more than one open.
@@ -240,7 +245,7 @@ func (s *pgStore) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 }
 
-func (s *pgStore) writeOnce(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *pgDB) writeOnce(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
@@ -251,7 +256,7 @@ func (s *pgStore) writeOnce(ctx context.Context, fn func(tx *sql.Tx) error) erro
 			_ = tx.Rollback()
 		}
 	}()
-	if err := s.fence.check(ctx, tx); err != nil {
+	if err := s.fence.check(ctx, tx, pgFenceSQL); err != nil {
 		return err
 	}
 	if err := fn(tx); err != nil {
@@ -267,30 +272,22 @@ func (s *pgStore) writeOnce(ctx context.Context, fn func(tx *sql.Tx) error) erro
 // read runs fn on one snapshot (a read-only REPEATABLE READ transaction).
 // Inside InTx it reads the enclosing transaction, writes of the batch
 // included.
-func (s *pgStore) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	if s.tx != nil {
-		return fn(s.tx)
-	}
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
-	if err != nil {
-		return fmt.Errorf("store: begin read: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	return fn(tx)
+func (s *pgDB) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return readTx(ctx, s.tx, s.db, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, fn)
 }
 
 // rq is where a single-statement read goes: the enclosing transaction, or
 // the pool.
-func (s *pgStore) rq() querier {
+func (s *pgDB) rq() querier {
 	if s.tx != nil {
 		return s.tx
 	}
 	return s.db
 }
 
-// InTx runs fn with a Store whose operations share one transaction,
+// inTx runs fn with a view whose operations share one transaction,
 // committed when fn returns nil and rolled back otherwise.
-func (s *pgStore) InTx(ctx context.Context, fn func(Store) error) error {
+func (s *pgDB) inTx(ctx context.Context, fn func(backend) error) error {
 	if s.tx != nil {
 		return fn(s)
 	}
@@ -298,7 +295,7 @@ func (s *pgStore) InTx(ctx context.Context, fn func(Store) error) error {
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", pgMap(err))
 	}
-	if err := s.fence.check(ctx, tx); err != nil {
+	if err := s.fence.check(ctx, tx, pgFenceSQL); err != nil {
 		_ = tx.Rollback()
 		return pgMap(err)
 	}
@@ -310,7 +307,7 @@ func (s *pgStore) InTx(ctx context.Context, fn func(Store) error) error {
 	}()
 	inner := *s
 	inner.tx = tx
-	inner.txs = &pgTxState{verified: map[pgFence]bool{}}
+	inner.txs = &pgTxState{verified: map[fence]bool{}}
 	if s.fence != nil {
 		inner.txs.verified[*s.fence] = true
 	}
@@ -326,30 +323,12 @@ func (s *pgStore) InTx(ctx context.Context, fn func(Store) error) error {
 	return nil
 }
 
-// pgMissingOr tells a guarded update that touched no row apart: ErrNotFound
-// when the row does not exist, ErrConflict when it is in another state.
-func pgMissingOr(ctx context.Context, tx *sql.Tx, table string, id int64) error {
-	var one int
-	err := tx.QueryRowContext(ctx, "SELECT 1 FROM "+table+" WHERE id = $1", id).Scan(&one)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return ErrNotFound
-	case err != nil:
-		return err
-	}
-	return ErrConflict
-}
-
-// pgGuarded turns a guarded UPDATE that touched no row into ErrNotFound or ErrConflict.
-func pgGuarded(ctx context.Context, tx *sql.Tx, res sql.Result, table string, id int64, op string) error {
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("store: %s %d: %w", op, id, err)
-	}
-	if n > 0 {
-		return nil
-	}
-	return fmt.Errorf("store: %s %d: %w", op, id, pgMissingOr(ctx, tx, table, id))
+// fenced returns a view of the backend whose write transactions check f
+// (reading its lease row FOR SHARE, see pgFenceSQL).
+func (s *pgDB) fenced(f fence) backend {
+	v := *s
+	v.fence = &f
+	return &v
 }
 
 // Errors.

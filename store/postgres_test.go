@@ -19,61 +19,11 @@ import (
 	"github.com/rewind-dev/rewind/store/storetest"
 )
 
-func openPostgres(t testing.TB, dsn string) store.Store {
-	t.Helper()
-	st, err := store.Open(context.Background(), dsn)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	return st
-}
-
 func TestPostgresConformance(t *testing.T) {
 	pgtest.Server(t)
 	storetest.Run(t, func(t *testing.T) store.Store {
-		return openPostgres(t, pgtest.DSN(t))
+		return openState(t, pgtest.DSN(t))
 	})
-}
-
-// Two stores on one database, each with its own pool of connections, behave
-// as two rewind processes on one state.
-func TestPostgresTwoProcessesClaim(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	a, b := openPostgres(t, dsn), openPostgres(t, dsn)
-	defer a.Close()
-	defer b.Close()
-	storetest.ClaimRace(t, []store.Store{a, b}, 4)
-}
-
-// twoPostgresProcesses opens two stores, each with its own pool of
-// connections, on one new database.
-func twoPostgresProcesses(t *testing.T) (a, b store.Store) {
-	t.Helper()
-	dsn := pgtest.DSN(t)
-	a, b = openPostgres(t, dsn), openPostgres(t, dsn)
-	t.Cleanup(func() {
-		a.Close()
-		b.Close()
-	})
-	return a, b
-}
-
-func TestPostgresTwoProcessesClaimReady(t *testing.T) {
-	a, b := twoPostgresProcesses(t)
-	storetest.ClaimReadyRace(t, []store.Store{a, b}, 2)
-}
-
-// Two rewinds take the lease from each other while writing through fenced
-// stores: no write of a holder lands after it lost the lease.
-func TestPostgresTwoProcessesFence(t *testing.T) {
-	a, b := twoPostgresProcesses(t)
-	storetest.FenceRace(t, a, b)
-}
-
-// Two rewinds request and complete the same commits.
-func TestPostgresTwoProcessesCommit(t *testing.T) {
-	a, b := twoPostgresProcesses(t)
-	storetest.CommitRace(t, []store.Store{a, b}, 2)
 }
 
 // Two processes claiming ready work in two pools at once, a few at a time,
@@ -81,7 +31,7 @@ func TestPostgresTwoProcessesCommit(t *testing.T) {
 func TestPostgresTwoProcessesClaimReadyTwoPools(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
-	a, b := openPostgres(t, dsn), openPostgres(t, dsn)
+	a, b := openState(t, dsn), openState(t, dsn)
 	defer a.Close()
 	defer b.Close()
 	now := time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC)
@@ -171,48 +121,27 @@ func TestPostgresTwoProcessesClaimReadyTwoPools(t *testing.T) {
 // serialize on the advisory lock.
 func TestPostgresConcurrentOpenOfNewState(t *testing.T) {
 	for range 3 {
-		dsn := pgtest.DSN(t)
-		var wg sync.WaitGroup
-		errs := make([]error, 4)
-		for j := range errs {
-			wg.Go(func() {
-				st, err := store.Open(context.Background(), dsn)
-				if err == nil {
-					err = st.Close()
-				}
-				errs[j] = err
-			})
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				t.Fatalf("concurrent open: %v", err)
-			}
-		}
+		openAtOnce(t, pgtest.DSN(t), 4)
 	}
 }
 
+// rawPostgres opens the database directly, as an operator with psql would.
 func rawPostgres(t *testing.T, dsn string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
+	return rawState(t, "pgx", dsn)
 }
 
 func TestPostgresMigrations(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
-	st := openPostgres(t, dsn)
+	st := openState(t, dsn)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	if _, err := st.UpsertPipeline(ctx, store.UpsertPipelineParams{Name: "p", Hash: "h", Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()
 	for i := range 2 {
-		st := openPostgres(t, dsn)
+		st := openState(t, dsn)
 		if p, err := st.GetPipeline(ctx, "p"); err != nil || p.Hash != "h" {
 			t.Errorf("reopen %d: GetPipeline = %+v, %v", i, p, err)
 		}
@@ -254,7 +183,7 @@ func TestPostgresMigrations(t *testing.T) {
 
 func TestPostgresConstraints(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	openPostgres(t, dsn).Close()
+	openState(t, dsn).Close()
 	db := rawPostgres(t, dsn)
 	for _, q := range []string{
 		"INSERT INTO runs (pipeline, logical_date, logical_unix, ds, data_interval_start, data_interval_end, kind, state) VALUES ('p', 'x', 1, 'd', 'x', 'x', 'nightly', 'queued')",
@@ -302,7 +231,7 @@ func TestPostgresUnreachable(t *testing.T) {
 func TestPostgresServerErrorsAreUnavailable(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
-	st := openPostgres(t, dsn)
+	st := openState(t, dsn)
 	defer st.Close()
 	db := rawPostgres(t, dsn)
 	if _, err := db.Exec("DROP TABLE pipelines CASCADE"); err != nil {
@@ -321,7 +250,7 @@ func TestPostgresServerErrorsAreUnavailable(t *testing.T) {
 // unavailable.
 func TestPostgresDuplicateIsConflict(t *testing.T) {
 	ctx := context.Background()
-	st := openPostgres(t, pgtest.DSN(t))
+	st := openState(t, pgtest.DSN(t))
 	defer st.Close()
 	b := store.Backfill{ID: "bf1", Pipeline: "p", From: time.Unix(0, 0).UTC(), To: time.Unix(86400, 0).UTC(),
 		Reprocess: "none", CreatedAt: time.Unix(1, 0)}
@@ -338,7 +267,7 @@ func TestPostgresDuplicateIsConflict(t *testing.T) {
 // holder afterwards: the fence is checked again once the lease moved.
 func TestPostgresFencedBatchMovesItsLease(t *testing.T) {
 	ctx := context.Background()
-	st := openPostgres(t, pgtest.DSN(t))
+	st := openState(t, pgtest.DSN(t))
 	defer st.Close()
 	now := time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC)
 	l, held, err := st.AcquireLease(ctx, store.AcquireLeaseParams{Name: "scheduler", Holder: "a", TTL: time.Minute, Now: now})

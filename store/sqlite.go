@@ -6,7 +6,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -20,30 +19,35 @@ import (
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// sqliteStore is the SQLite backend. Writes go through one connection
+// sqliteDB is the SQLite backend. Writes go through one connection
 // (SQLite has one writer at a time; queuing in database/sql is cheaper than
 // spinning on SQLITE_BUSY), and write transactions begin IMMEDIATE so that
 // two processes on the same file wait for each other under busy_timeout
 // instead of failing on a lock upgrade. Reads use a separate pool: in WAL
 // mode they see the last committed state without blocking the writer.
-type sqliteStore struct {
+type sqliteDB struct {
 	path string
 	w    *sql.DB
 	r    *sql.DB
-	// tx is set on the Store that InTx hands to its function: every
+	// tx is set on the view that InTx hands to its function: every
 	// operation then runs inside that transaction, under a savepoint.
 	tx *sql.Tx
-	// fence is set on the Store that Fenced returns: every write
-	// transaction checks it first (sqlite_fence.go).
+	// fence is set on the view that Fenced returns: every write
+	// transaction checks it first.
 	fence *fence
 }
 
-var _ Store = (*sqliteStore)(nil)
+var _ backend = (*sqliteDB)(nil)
+
+// sqliteFenceSQL reads a Fenced view's lease row. It runs under the write
+// lock that the transaction holds from BEGIN IMMEDIATE, so no takeover can
+// come between the check and the write.
+const sqliteFenceSQL = "SELECT 1 FROM leases WHERE name = ? AND holder = ? AND generation = ?"
 
 // sqliteParams are the connection settings every connection gets.
 const sqliteParams = "_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL&_foreign_keys=on&_stmt_cache_size=64"
 
-func openSQLite(ctx context.Context, path string) (*sqliteStore, error) {
+func openSQLite(ctx context.Context, path string) (*sqliteDB, error) {
 	if path == "" {
 		return nil, errors.New("store: sqlite: empty path")
 	}
@@ -69,7 +73,7 @@ func sqliteURI(abs string) string {
 
 // connectSQLite opens the writer and reader pools on the file at abs and
 // brings its schema up to date.
-func connectSQLite(ctx context.Context, path, abs string) (*sqliteStore, error) {
+func connectSQLite(ctx context.Context, path, abs string) (*sqliteDB, error) {
 	uri := sqliteURI(abs)
 
 	w, err := sql.Open("sqlite3", uri+"?"+sqliteParams+"&_txlock=immediate&_cache_size=-32768")
@@ -90,7 +94,7 @@ func connectSQLite(ctx context.Context, path, abs string) (*sqliteStore, error) 
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
 
-	s := &sqliteStore{path: path, w: w, r: r}
+	s := &sqliteDB{path: path, w: w, r: r}
 	// Two rewinds opening a new state at once race to switch it to WAL;
 	// SQLite reports that as busy without calling the busy handler, so
 	// initialisation retries for a while.
@@ -121,7 +125,7 @@ func isBusy(err error) bool {
 	return false
 }
 
-func (s *sqliteStore) init(ctx context.Context) error {
+func (s *sqliteDB) init(ctx context.Context) error {
 	for _, db := range []*sql.DB{s.w, s.r} {
 		var mode string
 		if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
@@ -149,7 +153,7 @@ type migration struct {
 }
 
 // Close closes both connection pools.
-func (s *sqliteStore) Close() error {
+func (s *sqliteDB) Close() error {
 	return errors.Join(s.w.Close(), s.r.Close())
 }
 
@@ -157,12 +161,12 @@ func (s *sqliteStore) Close() error {
 // commits it if fn returns nil. Inside InTx it runs under a savepoint of the
 // enclosing transaction instead, so that a failed operation leaves nothing
 // half-done while the others of the batch stand.
-func (s *sqliteStore) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *sqliteDB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if s.tx != nil {
 		if _, err := s.tx.ExecContext(ctx, "SAVEPOINT op"); err != nil {
 			return fmt.Errorf("store: savepoint: %w", err)
 		}
-		err := s.checkFence(ctx, s.tx)
+		err := s.fence.check(ctx, s.tx, sqliteFenceSQL)
 		if err == nil {
 			err = fn(s.tx)
 		}
@@ -180,7 +184,7 @@ func (s *sqliteStore) write(ctx context.Context, fn func(tx *sql.Tx) error) erro
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
-	err = s.checkFence(ctx, tx)
+	err = s.fence.check(ctx, tx, sqliteFenceSQL)
 	if err == nil {
 		err = fn(tx)
 	}
@@ -196,21 +200,13 @@ func (s *sqliteStore) write(ctx context.Context, fn func(tx *sql.Tx) error) erro
 
 // read runs fn in a read transaction: one consistent snapshot. Inside InTx
 // it reads the enclosing transaction, writes of the batch included.
-func (s *sqliteStore) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	if s.tx != nil {
-		return fn(s.tx)
-	}
-	tx, err := s.r.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("store: begin read: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	return fn(tx)
+func (s *sqliteDB) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return readTx(ctx, s.tx, s.r, nil, fn)
 }
 
-// InTx runs fn with a Store whose operations share one transaction,
+// inTx runs fn with a view whose operations share one transaction,
 // committed when fn returns nil and rolled back otherwise.
-func (s *sqliteStore) InTx(ctx context.Context, fn func(Store) error) error {
+func (s *sqliteDB) inTx(ctx context.Context, fn func(backend) error) error {
 	if s.tx != nil {
 		return fn(s)
 	}
@@ -218,7 +214,7 @@ func (s *sqliteStore) InTx(ctx context.Context, fn func(Store) error) error {
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
-	if err := s.checkFence(ctx, tx); err != nil {
+	if err := s.fence.check(ctx, tx, sqliteFenceSQL); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
@@ -234,97 +230,32 @@ func (s *sqliteStore) InTx(ctx context.Context, fn func(Store) error) error {
 	return nil
 }
 
-// missingOr tells a guarded update that touched no row apart: ErrNotFound
-// when the row does not exist, ErrConflict when it is in another state.
-func missingOr(ctx context.Context, tx *sql.Tx, table string, id int64) error {
-	var one int
-	err := tx.QueryRowContext(ctx, "SELECT 1 FROM "+table+" WHERE id = ?", id).Scan(&one)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return ErrNotFound
-	case err != nil:
-		return err
-	}
-	return ErrConflict
+// fenced returns a view of the backend whose write transactions check f.
+func (s *sqliteDB) fenced(f fence) backend {
+	v := *s
+	v.fence = &f
+	return &v
 }
 
-// Time encoding.
-
-var (
-	minNano = time.Unix(0, math.MinInt64)
-	maxNano = time.Unix(0, math.MaxInt64)
-)
-
-// nanos is t in unix nanoseconds, clamped to the int64 range so that far
-// bounds (year 9999) still compare correctly.
-func nanos(t time.Time) int64 {
-	switch {
-	case t.Before(minNano):
-		return math.MinInt64
-	case t.After(maxNano):
-		return math.MaxInt64
-	}
-	return t.UnixNano()
-}
-
-// nullNanos is nanos(t), or NULL for the zero time.
-func nullNanos(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return nanos(t)
-}
-
-// fromNanos is the UTC time of a nullable nanosecond column; NULL is the zero time.
-func fromNanos(n sql.NullInt64) time.Time {
-	if !n.Valid {
-		return time.Time{}
-	}
-	return time.Unix(0, n.Int64).UTC()
-}
-
-// stamp is t as a timestamp column gives it back: UTC, or zero.
-func stamp(t time.Time) time.Time {
-	if t.IsZero() {
-		return time.Time{}
-	}
-	return time.Unix(0, nanos(t)).UTC()
-}
-
-// formatDate writes a run date as RFC 3339 with its own offset.
-func formatDate(t time.Time) string {
-	return t.Format(time.RFC3339Nano)
-}
-
-// parseDate reads a run date back; the result carries the stored offset.
-func parseDate(s string) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("store: bad stored date %q: %w", s, err)
-	}
-	return t, nil
-}
-
-// placeholders returns "?, ?, ?" for n values.
-func placeholders(n int) string {
-	if n <= 0 {
-		return ""
-	}
-	return strings.Repeat("?, ", n-1) + "?"
-}
-
-// querier is what *sql.DB and *sql.Tx share.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
+// leaseMoved: SQLite's writer holds the whole database, so a moved lease
+// needs no bookkeeping.
+func (s *sqliteDB) leaseMoved() {}
 
 // rq is where a single-statement read goes: the enclosing transaction, or
 // the reader pool.
-func (s *sqliteStore) rq() querier {
+func (s *sqliteDB) rq() querier {
 	if s.tx != nil {
 		return s.tx
 	}
 	return s.r
+}
+
+// migrate brings the SQLite file's schema up to date.
+func (s *sqliteDB) migrate(ctx context.Context) error {
+	return runMigrations(ctx, migrationTarget{
+		dialect: sqliteDialect,
+		where:   "sqlite " + s.path,
+		db:      s.w,
+		write:   s.write,
+	})
 }

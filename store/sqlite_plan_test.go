@@ -25,12 +25,12 @@ func TestSQLiteQueryPlans(t *testing.T) {
 	}{
 		// Searching attempts by state alone would read every successful
 		// attempt of the state: it must come from the pipeline's task instances.
-		{"TaskDurations", taskDurationsSQL, []any{"p", 10, 5}, "SEARCH a USING COVERING INDEX attempts_task_state (task_instance_id=?"},
+		{"TaskDurations", taskDurationsSQL(&sqliteDialect), []any{"p", 10, 5}, "SEARCH a USING COVERING INDEX attempts_task_state (task_instance_id=?"},
 		{"RunningAttempts", runningAttemptsSQL, nil, "SCAN a USING INDEX attempts_running"},
 		{"FinishRun", finishRunSQL, []any{"success", 1, 1}, "SEARCH runs USING INTEGER PRIMARY KEY"},
 	}
 	for _, c := range cases {
-		rows, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+c.query, c.args...)
+		rows, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+sqliteDialect.rebind(c.query), c.args...)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}

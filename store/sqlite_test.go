@@ -26,11 +26,7 @@ import (
 
 func openSQLite(t testing.TB, path string) store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), "sqlite:"+path)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	return st
+	return openState(t, "sqlite:"+path)
 }
 
 func TestSQLiteConformance(t *testing.T) {
@@ -39,58 +35,10 @@ func TestSQLiteConformance(t *testing.T) {
 	})
 }
 
-// Two stores on one file behave as two rewind processes on one state.
-func TestSQLiteTwoProcessesClaim(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.db")
-	a, b := openSQLite(t, path), openSQLite(t, path)
-	defer a.Close()
-	defer b.Close()
-	storetest.ClaimRace(t, []store.Store{a, b}, 4)
-}
-
-// twoProcesses opens two stores on one new state file.
-func twoProcesses(t *testing.T) (a, b store.Store) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "state.db")
-	a, b = openSQLite(t, path), openSQLite(t, path)
-	t.Cleanup(func() {
-		if err := errors.Join(a.Close(), b.Close()); err != nil {
-			t.Error(err)
-		}
-	})
-	return a, b
-}
-
-// Two rewinds claim 200 queued task instances of one pool from one state:
-// neither exceeds the pool's slots nor its backfill slots, and no task
-// instance runs twice.
-func TestSQLiteTwoProcessesClaimReady(t *testing.T) {
-	a, b := twoProcesses(t)
-	storetest.ClaimReadyRace(t, []store.Store{a, b}, 1)
-}
-
-// Two rewinds take the lease from each other while writing through fenced
-// stores: no write of a holder lands after it lost the lease.
-func TestSQLiteTwoProcessesFence(t *testing.T) {
-	a, b := twoProcesses(t)
-	storetest.FenceRace(t, a, b)
-}
-
-// Two rewinds request and complete the same commits.
-func TestSQLiteTwoProcessesCommit(t *testing.T) {
-	a, b := twoProcesses(t)
-	storetest.CommitRace(t, []store.Store{a, b}, 2)
-}
-
 // rawDB opens the state file directly, as an operator with sqlite3 would.
 func rawDB(t *testing.T, path string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite3", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
+	return rawState(t, "sqlite3", path)
 }
 
 func TestSQLiteWAL(t *testing.T) {
@@ -275,24 +223,7 @@ func TestDSNFromEnv(t *testing.T) {
 // itself on the first night) both succeed.
 func TestSQLiteConcurrentOpenOfNewState(t *testing.T) {
 	for i := range 20 {
-		path := filepath.Join(t.TempDir(), fmt.Sprintf("state-%d.db", i))
-		var wg sync.WaitGroup
-		errs := make([]error, 4)
-		for j := range errs {
-			wg.Go(func() {
-				st, err := store.Open(context.Background(), "sqlite:"+path)
-				if err == nil {
-					err = st.Close()
-				}
-				errs[j] = err
-			})
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				t.Fatalf("concurrent open: %v", err)
-			}
-		}
+		openAtOnce(t, "sqlite:"+filepath.Join(t.TempDir(), fmt.Sprintf("state-%d.db", i)), 4)
 	}
 }
 

@@ -1,0 +1,224 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+)
+
+// EnqueueTasks moves each listed task instance scheduled -> queued, or
+// up_for_retry -> queued once its next_try_at has come, guarded, all in one
+// transaction (the dialect's enqueue); it returns how many moved. An id
+// listed twice is routed by its first item, as if the items were applied in
+// order.
+func (s *sqlStore) EnqueueTasks(ctx context.Context, p EnqueueTasksParams) (int, error) {
+	if len(p.Items) == 0 {
+		return 0, nil
+	}
+	moved := 0
+	err := s.write(ctx, func(c conn) error {
+		var err error
+		moved, err = s.d.steps.enqueue(ctx, c, p)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return moved, nil
+}
+
+// claimCandidate is a queued task instance ClaimReady may take, with its
+// sort key.
+type claimCandidate struct {
+	id          int64
+	pool        string
+	backfill    bool
+	logicalUnix int64
+	priority    int
+}
+
+// poolRoom is what one pool can still take in a ClaimReady: free slots (at
+// most the call's limit) and free backfill slots.
+type poolRoom struct {
+	pool         string
+	free         int
+	freeBackfill int
+}
+
+// ClaimReady claims queued task instances in one write transaction. The
+// dialect first serializes claimers of the same pools (SQLite: the writer
+// holds the whole database from BEGIN IMMEDIATE; PostgreSQL: the advisory
+// lock of every pool, after which statements at READ COMMITTED see every
+// claim committed before), so the capacity read next (running attempts per
+// pool, and of backfill runs) cannot change before it commits, in this
+// process or another. For each pool with room it reads at most min(free
+// slots, Limit) queued candidates in claim order, of which at most the free
+// backfill slots of backfill runs: all that pool can take. The pools'
+// candidates are then merged in the same order and the first Limit claimed
+// with a guarded UPDATE (queued -> running) and their attempt rows.
+func (s *sqlStore) ClaimReady(ctx context.Context, p ClaimReadyParams) ([]ClaimedAttempt, error) {
+	if p.Limit <= 0 || len(p.Pools) == 0 {
+		return nil, nil
+	}
+	seen := map[string]bool{}
+	for _, pc := range p.Pools {
+		if seen[pc.Name] {
+			return nil, fmt.Errorf("store: claim ready: pool %q listed twice", pc.Name)
+		}
+		seen[pc.Name] = true
+	}
+	var out []ClaimedAttempt
+	err := s.write(ctx, func(c conn) error {
+		out = nil
+		if err := s.d.steps.lockPools(ctx, c, p.Pools); err != nil {
+			return fmt.Errorf("store: claim ready: %w", err)
+		}
+		running, backfillRunning, err := runningByPool(ctx, c, p.Pools)
+		if err != nil {
+			return err
+		}
+		var rooms []poolRoom
+		freeBackfill := map[string]int{}
+		for _, pc := range p.Pools {
+			free := min(pc.Slots-running[pc.Name], p.Limit)
+			if free <= 0 {
+				continue
+			}
+			fb := pc.BackfillSlots - backfillRunning[pc.Name]
+			freeBackfill[pc.Name] = fb
+			rooms = append(rooms, poolRoom{pool: pc.Name, free: free, freeBackfill: fb})
+		}
+		if len(rooms) == 0 {
+			return nil
+		}
+		cands, err := s.d.steps.claimCandidates(ctx, c, p, rooms)
+		if err != nil {
+			return err
+		}
+		// Per pool, backfill candidates come last in the order: drop those
+		// beyond the pool's free backfill slots.
+		taken := map[string]int{}
+		kept := cands[:0]
+		for _, cd := range cands {
+			if cd.backfill {
+				if taken[cd.pool] >= freeBackfill[cd.pool] {
+					continue
+				}
+				taken[cd.pool]++
+			}
+			kept = append(kept, cd)
+		}
+		cands = kept
+		sort.SliceStable(cands, func(i, j int) bool { return claimBefore(cands[i], cands[j], p.ReverseBackfill) })
+		if len(cands) > p.Limit {
+			cands = cands[:p.Limit]
+		}
+		if len(cands) == 0 {
+			return nil
+		}
+		out, err = s.d.steps.claimQueued(ctx, c, p, cands)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// claimBefore is ClaimReady's order: scheduled and manual runs before
+// backfill runs, then the logical date (backfill runs newest first when
+// reverse), then priority, then id.
+func claimBefore(a, b claimCandidate, reverse bool) bool {
+	if a.backfill != b.backfill {
+		return !a.backfill
+	}
+	if a.logicalUnix != b.logicalUnix {
+		if a.backfill && reverse {
+			return a.logicalUnix > b.logicalUnix
+		}
+		return a.logicalUnix < b.logicalUnix
+	}
+	if a.priority != b.priority {
+		return a.priority < b.priority
+	}
+	return a.id < b.id
+}
+
+// claimOrder is the ORDER BY of the candidates of one pool, on
+// task_instances ti JOIN runs r with bf (1 or true for a backfill run).
+func claimOrder(p ClaimReadyParams) string {
+	if p.ReverseBackfill {
+		return "bf, CASE WHEN r.kind = 'backfill' THEN r.logical_unix END DESC, r.logical_unix, ti.priority, ti.id"
+	}
+	return "bf, r.logical_unix, ti.priority, ti.id"
+}
+
+// runningByPool counts the running attempts of the given pools, and those of
+// backfill runs, from the attempts themselves.
+func runningByPool(ctx context.Context, c conn, pools []PoolCapacity) (all, backfill map[string]int, err error) {
+	names := make([]string, len(pools))
+	for i, pc := range pools {
+		names[i] = pc.Name
+	}
+	var a args
+	rows, err := c.query(ctx, `
+		SELECT a.pool, COUNT(*), SUM(CASE WHEN r.kind = 'backfill' THEN 1 ELSE 0 END)
+		FROM attempts a
+		JOIN task_instances ti ON ti.id = a.task_instance_id
+		JOIN runs r ON r.id = ti.run_id
+		WHERE a.state = 'running' AND `+c.d.in(&a, "a.pool", names)+`
+		GROUP BY a.pool`, a...)
+	type count struct {
+		pool  string
+		n, bf int
+	}
+	counts, err := scanAll(rows, err, func(rows *sql.Rows) (count, error) {
+		var n count
+		return n, rows.Scan(&n.pool, &n.n, &n.bf)
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: claim ready: running attempts: %w", err)
+	}
+	all, backfill = map[string]int{}, map[string]int{}
+	for _, n := range counts {
+		all[n.pool], backfill[n.pool] = n.n, n.bf
+	}
+	return all, backfill, nil
+}
+
+// Usage counts running attempts (by the attempt's pool) and queued task
+// instances (by the task instance's pool) in one statement, read from one
+// snapshot.
+func (s *sqlStore) Usage(ctx context.Context) ([]UsageRow, error) {
+	col := s.d.collate
+	rows, err := s.rq().query(ctx, `
+		SELECT pool, pipeline, task, bf, SUM(running), SUM(queued)
+		FROM (
+			SELECT a.pool AS pool, r.pipeline AS pipeline, ti.task AS task,
+			       CASE WHEN r.kind = 'backfill' THEN 1 ELSE 0 END AS bf, 1 AS running, 0 AS queued
+			FROM attempts a
+			JOIN task_instances ti ON ti.id = a.task_instance_id
+			JOIN runs r ON r.id = ti.run_id
+			WHERE a.state = 'running'
+			UNION ALL
+			SELECT ti.pool, r.pipeline, ti.task,
+			       CASE WHEN r.kind = 'backfill' THEN 1 ELSE 0 END, 0, 1
+			FROM task_instances ti
+			JOIN runs r ON r.id = ti.run_id
+			WHERE ti.state = 'queued'
+		) AS u
+		GROUP BY pool, pipeline, task, bf
+		ORDER BY pool`+col+`, pipeline`+col+`, task`+col+`, bf`)
+	out, err := scanAll(rows, err, func(rows *sql.Rows) (UsageRow, error) {
+		var u UsageRow
+		var bf int
+		err := rows.Scan(&u.Pool, &u.Pipeline, &u.Task, &bf, &u.Running, &u.Queued)
+		u.Backfill = bf == 1
+		return u, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: usage: %w", err)
+	}
+	return out, nil
+}

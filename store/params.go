@@ -1,0 +1,271 @@
+package store
+
+import "time"
+
+// Params of each operation.
+type (
+	// UpsertPipelineParams records a pipeline's definition hash (scheduler).
+	UpsertPipelineParams struct {
+		Name string
+		Hash string
+		Now  time.Time
+	}
+	// SetPausedParams pauses or unpauses a pipeline (operator).
+	SetPausedParams struct {
+		Name   string
+		Paused bool
+		Now    time.Time
+	}
+	// RunSpec is one run to materialize: an interval of the timetable.
+	RunSpec struct {
+		LogicalDate       time.Time
+		DS                string
+		DataIntervalStart time.Time
+		DataIntervalEnd   time.Time
+	}
+	// TaskSpec is one task of the runs to materialize, with its own pool.
+	TaskSpec struct {
+		Name string
+		Pool string
+	}
+	// MaterializeRunsParams creates the runs that do not exist yet (unique per
+	// pipeline and logical date: existing ones are left untouched, whatever their
+	// kind) and, for each new run, one scheduled task instance per task.
+	MaterializeRunsParams struct {
+		Pipeline   string
+		Kind       RunKind
+		BackfillID string
+		Runs       []RunSpec
+		Tasks      []TaskSpec
+		// Through, when non-zero, moves the pipeline's CatchupThrough to
+		// max(CatchupThrough, Through) in the same transaction (the caller
+		// says every due interval up to it is in Runs or existed). The
+		// pipeline must exist (ErrNotFound otherwise, and nothing is created).
+		Through time.Time
+		Now     time.Time
+	}
+	// ListRunsParams filters runs; zero fields do not filter. Runs come ordered
+	// by pipeline, then logical date.
+	ListRunsParams struct {
+		Pipelines    []string
+		States       []RunState
+		From, To     time.Time // inclusive bounds on the logical date
+		WithTasks    bool      // fill Run.Tasks (ordered by task name)
+		WithAttempts bool      // also fill TaskInstance.Attempts (by try number)
+	}
+	// AcquireLeaseParams takes the lease for Holder (see Store.AcquireLease).
+	AcquireLeaseParams struct {
+		Name     string
+		Holder   string
+		Host     string
+		PID      int
+		PIDStart uint64
+		TTL      time.Duration
+		Now      time.Time
+		// Takeover: also take the lease from Stale, the holder the caller has
+		// proven dead (same host, process gone), before it expires.
+		Stale string
+	}
+	// RenewLeaseParams extends Holder's lease to Now+TTL.
+	RenewLeaseParams struct {
+		Name   string
+		Holder string
+		TTL    time.Duration
+		Now    time.Time
+	}
+	// ReleaseLeaseParams gives Holder's lease up.
+	ReleaseLeaseParams struct {
+		Name   string
+		Holder string
+	}
+	// AdmitRunParams moves a run queued -> running.
+	AdmitRunParams struct {
+		RunID int64
+		Now   time.Time
+	}
+	// FinishRunParams moves a run running (or queued) -> success | failed,
+	// only when its task instances say so (see Store.FinishRun).
+	FinishRunParams struct {
+		RunID int64
+		State RunState
+		Now   time.Time
+	}
+	// ClaimTaskParams moves one task instance scheduled|up_for_retry ->
+	// running, increments its try number and inserts the attempt row (state
+	// running, owner, nonce, no pid yet). Fails with ErrConflict if the task
+	// is in another state. The scheduler claims with EnqueueTasks and
+	// ClaimReady; ClaimTask is the per-instance form (tests, tools).
+	ClaimTaskParams struct {
+		TaskInstanceID int64
+		Pool           string
+		Host           string
+		Owner          string // see Attempt.Owner
+		LogPath        string // may contain "{try}", replaced by the new try number
+		Reason         string // why Pool: see Attempt.Reason
+		Now            time.Time
+	}
+	// EnqueueTasksParams routes ready task instances (see Store.EnqueueTasks).
+	EnqueueTasksParams struct {
+		Items []EnqueueItem
+		Now   time.Time
+	}
+	// EnqueueItem is one task instance to queue: its pool ("" keeps the task
+	// instance's pool), the reason for that pool, its priority (lower is
+	// claimed first) and its log template (may contain "{try}").
+	EnqueueItem struct {
+		TaskInstanceID int64
+		Pool, Reason   string
+		LogPath        string
+		Priority       int
+	}
+	// ClaimReadyParams claims queued task instances (see Store.ClaimReady).
+	ClaimReadyParams struct {
+		Pools     []PoolCapacity
+		Pipelines []string // only task instances of these pipelines; empty = all
+		// BackfillID: "" claims no backfill runs' task instances; otherwise only
+		// those of that backfill (besides scheduled/manual ones).
+		BackfillID string
+		// ReverseBackfill: backfill runs newest first.
+		ReverseBackfill bool
+		Owner, Host     string
+		// Limit is the most attempts this call creates; 0 or less claims nothing.
+		Limit int
+		Now   time.Time
+	}
+	// HeartbeatParams records that owner ID is alive until Now+TTL.
+	HeartbeatParams struct {
+		ID, Host string
+		PID      int
+		PIDStart uint64
+		TTL      time.Duration
+		Now      time.Time
+	}
+	// RequestCommitParams asks for a run's output commit (see Store.RequestCommit).
+	RequestCommitParams struct {
+		RunID int64
+		Now   time.Time
+	}
+	// CompleteCommitParams records a commit's outcome (see Store.CompleteCommit):
+	// State is success, or failed when the commit failed.
+	CompleteCommitParams struct {
+		OutboxID int64
+		State    RunState
+		Now      time.Time
+	}
+	// StartAttemptParams records the attempt's process (pid and its start
+	// time); the task instance stays running.
+	StartAttemptParams struct {
+		AttemptID int64
+		PID       int
+		PIDStart  uint64
+		// JobID, for an attempt submitted to Slurm, is its job id (PID
+		// and PIDStart are then 0).
+		JobID string
+		Now   time.Time
+	}
+	// FinishAttemptParams records an outcome and moves the task instance
+	// running -> TaskState (success, failed, up_for_retry, skipped, or
+	// scheduled for interrupted/lost attempts) if it is still on this
+	// attempt's try. CountFailure adds one to the task's Failures.
+	FinishAttemptParams struct {
+		AttemptID    int64
+		State        AttemptState
+		ExitCode     *int
+		Signal       string
+		PeakRSS      int64
+		TaskState    TaskState
+		CountFailure bool
+		NextTryAt    time.Time
+		Now          time.Time
+	}
+	// SetTaskStatesParams moves the listed task instances to To, only those in
+	// one of From (guarded); it returns how many moved.
+	SetTaskStatesParams struct {
+		IDs  []int64
+		From []TaskState
+		To   TaskState
+		Now  time.Time
+	}
+	// ClearTasksParams puts task instances of a pipeline's runs with logical
+	// dates in [From, To] back to scheduled (Failures reset to 0) and their runs
+	// back to queued. OnlyFailed: only failed and upstream_failed task
+	// instances. Task: only that task ("" = all). Queued task instances are
+	// cleared too (they have no process); running ones never are.
+	ClearTasksParams struct {
+		Pipeline   string
+		From, To   time.Time
+		OnlyFailed bool
+		Task       string
+		// SparingBackfills leaves alone the runs of running backfills
+		// (reprocess_lookback must not re-run what a backfill finished).
+		SparingBackfills bool
+		Now              time.Time
+	}
+	// FindAttemptParams finds one attempt; TryNumber 0 means the latest.
+	FindAttemptParams struct {
+		Pipeline  string
+		DS        string
+		Task      string
+		TryNumber int
+	}
+	// TaskDurationsParams asks for the durations of the latest successful
+	// attempts of each task of a pipeline, at most Limit per task.
+	// TaskDurationsParams select the durations of a pipeline's latest
+	// successful attempts: at most Limit per task (default 1000), newest
+	// first, among the attempts of its latest TaskDurationsRuns(Limit) runs
+	// by logical date, so that the cost does not grow with the history.
+	TaskDurationsParams struct {
+		Pipeline string
+		Limit    int
+	}
+	// UpdateBackfillParams changes a backfill; empty fields are kept.
+	UpdateBackfillParams struct {
+		ID     string
+		State  BackfillState
+		Phase  string
+		Detail *string
+		Paused []string // nil keeps
+		// Plan, when not nil, replaces the recorded plan (JSON).
+		Plan *string
+		// OnHold and RolledBack, when not nil, set those flags.
+		OnHold     *bool
+		RolledBack *bool
+		Now        time.Time
+	}
+	// ReprocessRunsParams hands the existing runs of a pipeline with logical
+	// dates in [From, To] and a state in States to a backfill: kind backfill,
+	// the backfill's id, state queued, and every task instance that is not
+	// running (queued ones included) back to scheduled with a fresh retry
+	// budget. The backfill's own runs are never taken again: a resumed
+	// backfill does not re-run what it finished. With Tasks, only the task
+	// instances of those tasks go back to scheduled (a restatement of some
+	// tasks: the others keep their outcome).
+	ReprocessRunsParams struct {
+		Pipeline   string
+		BackfillID string
+		From, To   time.Time
+		// Dates, when set, takes only the runs of these logical dates of
+		// the window (the dates a backfill's plan selected).
+		Dates  []time.Time
+		States []RunState
+		Tasks  []string // nil: every task
+		// Add are the pipeline's tasks: a run taken that has no task
+		// instance of one of them (a task added to the pipeline since the
+		// run was made) gets one, scheduled. That is how a new task reaches
+		// the pipeline's history.
+		Add []TaskSpec
+		Now time.Time
+	}
+	// SetWatermarkParams sets a pipeline's watermark; a zero LogicalDate
+	// removes it.
+	SetWatermarkParams struct {
+		Pipeline    string
+		LogicalDate time.Time
+		Now         time.Time
+	}
+	// AdvanceWatermarkParams recomputes a pipeline's watermark (scheduler).
+	AdvanceWatermarkParams struct {
+		Pipeline string
+		Now      time.Time
+	}
+)

@@ -1,0 +1,295 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"time"
+)
+
+// pgSteps are the PostgreSQL dialect's own steps: set-wise statements over
+// unnested arrays, one round trip each, because several writers run at
+// once and each statement is guarded on the rows it locks.
+type pgSteps struct{}
+
+// createRuns inserts the runs in one statement (arrays unnested) whose
+// RETURNING gives exactly the runs this call created, then their task
+// instances in a second statement, task by task in input order as SQLite
+// numbers them.
+func (pgSteps) createRuns(ctx context.Context, c conn, p MaterializeRunsParams) (int, error) {
+	n := len(p.Runs)
+	dates, unix, ds, ivStart, ivEnd := make([]string, n), make([]int64, n), make([]string, n), make([]string, n), make([]string, n)
+	for i, r := range p.Runs {
+		dates[i], unix[i], ds[i] = formatDate(r.LogicalDate), nanos(r.LogicalDate), r.DS
+		ivStart[i], ivEnd[i] = formatDate(r.DataIntervalStart), formatDate(r.DataIntervalEnd)
+	}
+	now := nullNanos(p.Now)
+	rows, err := c.query(ctx, `
+		INSERT INTO runs (pipeline, kind, backfill_id, created_at, logical_date, logical_unix, ds,
+		                  data_interval_start, data_interval_end)
+		SELECT $1, $2, $3, $4, d.logical_date, d.logical_unix, d.ds, d.iv_start, d.iv_end
+		FROM unnest($5::text[], $6::bigint[], $7::text[], $8::text[], $9::text[]) WITH ORDINALITY
+		     AS d (logical_date, logical_unix, ds, iv_start, iv_end, ord)
+		ORDER BY d.ord
+		ON CONFLICT (pipeline, logical_unix) DO NOTHING
+		RETURNING id`,
+		p.Pipeline, string(p.Kind), p.BackfillID, now, dates, unix, ds, ivStart, ivEnd)
+	created, err := scanAll(rows, err, func(rows *sql.Rows) (int64, error) {
+		var id int64
+		return id, rows.Scan(&id)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: materialize runs %s from %s: %w", p.Pipeline, dates[0], err)
+	}
+	if len(created) == 0 || len(p.Tasks) == 0 {
+		return len(created), nil
+	}
+	taskNames, taskPools := make([]string, len(p.Tasks)), make([]string, len(p.Tasks))
+	for i, t := range p.Tasks {
+		taskNames[i], taskPools[i] = t.Name, t.Pool
+	}
+	if _, err := c.exec(ctx, `
+		INSERT INTO task_instances (run_id, task, state, pool, updated_at)
+		SELECT r.id, t.task, 'scheduled', t.pool, $4
+		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t (task, pool, ord)
+		CROSS JOIN unnest($3::bigint[]) WITH ORDINALITY AS r (id, ord)
+		ORDER BY t.ord, r.ord
+		ON CONFLICT (run_id, task) DO NOTHING`,
+		taskNames, taskPools, created, now); err != nil {
+		return 0, fmt.Errorf("store: materialize tasks of %s: %w", p.Pipeline, err)
+	}
+	return len(created), nil
+}
+
+// insertAttempts inserts the attempts in one statement; one that exists
+// already for its try is ErrConflict.
+func (pgSteps) insertAttempts(ctx context.Context, c conn, as []*Attempt, now time.Time) error {
+	if len(as) == 0 {
+		return nil
+	}
+	n := len(as)
+	var (
+		tis, tries          = make([]int64, n), make([]int64, n)
+		pools, hosts, paths = make([]string, n), make([]string, n), make([]string, n)
+		reasons, owners     = make([]string, n), make([]string, n)
+		nonces              = make([]string, n)
+	)
+	byTI := make(map[int64]*Attempt, n)
+	for i, a := range as {
+		newAttempt(a, now)
+		tis[i], tries[i] = a.TaskInstanceID, int64(a.TryNumber)
+		pools[i], hosts[i], paths[i] = a.Pool, a.Host, a.LogPath
+		reasons[i], owners[i], nonces[i] = a.Reason, a.Owner, a.Nonce
+		byTI[a.TaskInstanceID] = a
+	}
+	rows, err := c.query(ctx, `
+		INSERT INTO attempts (task_instance_id, try_number, pool, state, host, pid, pid_start,
+		                      started_at, log_path, reason, owner, nonce)
+		SELECT ti, try, pool, 'running', host, 0, 0, $1, log_path, reason, owner, nonce
+		FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
+		     WITH ORDINALITY AS x (ti, try, pool, host, log_path, reason, owner, nonce, ord)
+		ORDER BY ord
+		ON CONFLICT (task_instance_id, try_number) DO NOTHING
+		RETURNING id, task_instance_id`,
+		nullNanos(now), tis, tries, pools, hosts, paths, reasons, owners, nonces)
+	ids, err := scanAll(rows, err, func(rows *sql.Rows) ([2]int64, error) {
+		var id [2]int64
+		return id, rows.Scan(&id[0], &id[1])
+	})
+	if err != nil {
+		return fmt.Errorf("insert attempt: %w", err)
+	}
+	for _, id := range ids {
+		if a := byTI[id[1]]; a != nil {
+			a.ID = id[0]
+		}
+	}
+	for _, a := range as {
+		if a.ID == 0 {
+			return fmt.Errorf("attempt %d exists: %w", a.TryNumber, ErrConflict)
+		}
+	}
+	return nil
+}
+
+// enqueue runs one guarded UPDATE over the unnested items; an id listed
+// twice is routed by its first item.
+func (pgSteps) enqueue(ctx context.Context, c conn, p EnqueueTasksParams) (int, error) {
+	var (
+		ids                   []int64
+		pools, reasons, paths []string
+		prios                 []int64
+		seen                  = make(map[int64]bool, len(p.Items))
+	)
+	for _, it := range p.Items {
+		if seen[it.TaskInstanceID] {
+			continue
+		}
+		seen[it.TaskInstanceID] = true
+		ids = append(ids, it.TaskInstanceID)
+		pools, reasons, paths = append(pools, it.Pool), append(reasons, it.Reason), append(paths, it.LogPath)
+		prios = append(prios, int64(it.Priority))
+	}
+	n, err := affected(c.exec(ctx, `
+		UPDATE task_instances ti
+		SET state = 'queued', pool = CASE WHEN i.pool = '' THEN ti.pool ELSE i.pool END,
+		    reason = i.reason, priority = i.priority, log_path = i.log_path, next_try_at = NULL, updated_at = $1
+		FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[]) AS i (id, pool, reason, log_path, priority)
+		WHERE ti.id = i.id
+		  AND (ti.state = 'scheduled'
+		       OR (ti.state = 'up_for_retry' AND (ti.next_try_at IS NULL OR ti.next_try_at <= $1)))`,
+		nanos(p.Now), ids, pools, reasons, paths, prios))
+	if err != nil {
+		return 0, fmt.Errorf("store: enqueue tasks: %w", err)
+	}
+	return n, nil
+}
+
+// pgPoolLockKey is the advisory lock key of a pool.
+func pgPoolLockKey(pool string) int32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(pgPoolLockBase + pool))
+	return int32(h.Sum32())
+}
+
+// lockPools takes the advisory transaction locks of the pools, in key
+// order (so that two claimers with overlapping pools cannot deadlock, even
+// when two names share a key). A claimer of another pool set runs
+// alongside; one of the same pools waits.
+func (pgSteps) lockPools(ctx context.Context, c conn, pools []PoolCapacity) error {
+	keys := make([]int32, 0, len(pools))
+	for _, pc := range pools {
+		keys = append(keys, pgPoolLockKey(pc.Name))
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	for _, k := range keys {
+		if _, err := c.exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", pgLockSpace, k); err != nil {
+			return fmt.Errorf("lock pools: %w", err)
+		}
+	}
+	return nil
+}
+
+// claimCandidates reads every pool's candidates with one LATERAL query.
+func (pgSteps) claimCandidates(ctx context.Context, c conn, p ClaimReadyParams, rooms []poolRoom) ([]claimCandidate, error) {
+	names, frees, freeBackfs := make([]string, len(rooms)), make([]int64, len(rooms)), make([]int64, len(rooms))
+	for i, room := range rooms {
+		names[i], frees[i], freeBackfs[i] = room.pool, int64(room.free), int64(room.freeBackfill)
+	}
+	a := args{names, frees, freeBackfs}
+	conds := []string{"ti.state = 'queued'", "ti.pool = pc.pool"}
+	if len(p.Pipelines) > 0 {
+		conds = append(conds, c.d.in(&a, "r.pipeline", p.Pipelines))
+	}
+	if p.BackfillID == "" {
+		conds = append(conds, "r.kind <> 'backfill'")
+	} else {
+		conds = append(conds, "(r.kind <> 'backfill' OR (pc.free_backfill > 0 AND r.backfill_id = "+a.add(p.BackfillID)+"))")
+	}
+	rows, err := c.query(ctx, `
+		SELECT c.id, pc.pool, c.bf, c.logical_unix, c.priority
+		FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS pc (pool, free, free_backfill)
+		CROSS JOIN LATERAL (
+			SELECT ti.id, r.kind = 'backfill' AS bf, r.logical_unix, ti.priority
+			FROM task_instances ti
+			JOIN runs r ON r.id = ti.run_id
+			WHERE `+strings.Join(conds, " AND ")+`
+			ORDER BY `+claimOrder(p)+`
+			LIMIT pc.free
+		) AS c`, a...)
+	out, err := scanAll(rows, err, func(rows *sql.Rows) (claimCandidate, error) {
+		var cd claimCandidate
+		return cd, rows.Scan(&cd.id, &cd.pool, &cd.backfill, &cd.logicalUnix, &cd.priority)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: claim ready: candidates: %w", err)
+	}
+	return out, nil
+}
+
+// claimQueued moves the candidates queued -> running in one guarded UPDATE
+// and inserts their attempts in one statement; the claims come back in the
+// candidates' order.
+func (pgSteps) claimQueued(ctx context.Context, c conn, p ClaimReadyParams, cands []claimCandidate) ([]ClaimedAttempt, error) {
+	ids := make([]int64, len(cands))
+	for i, cd := range cands {
+		ids[i] = cd.id
+	}
+	rows, err := c.query(ctx, `
+		UPDATE task_instances ti SET state = 'running', try_number = ti.try_number + 1, updated_at = $2
+		FROM runs r
+		WHERE ti.id = ANY($1::bigint[]) AND ti.state = 'queued' AND r.id = ti.run_id
+		RETURNING ti.id, ti.try_number, ti.pool, ti.reason, ti.log_path, ti.task, ti.run_id,
+		          r.pipeline, r.kind, r.logical_date`,
+		ids, nullNanos(p.Now))
+	claimed, err := scanAll(rows, err, func(rows *sql.Rows) (ClaimedAttempt, error) {
+		var (
+			ca            ClaimedAttempt
+			kind, logical string
+		)
+		if err := rows.Scan(&ca.TaskInstanceID, &ca.TryNumber, &ca.Pool, &ca.Reason, &ca.LogPath, &ca.Task, &ca.RunID,
+			&ca.Pipeline, &kind, &logical); err != nil {
+			return ca, err
+		}
+		ca.Kind = RunKind(kind)
+		ca.Host, ca.Owner = p.Host, p.Owner
+		var err error
+		ca.LogicalDate, err = parseDate(logical)
+		return ca, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: claim ready: %w", err)
+	}
+	byID := make(map[int64]ClaimedAttempt, len(claimed))
+	for _, ca := range claimed {
+		byID[ca.TaskInstanceID] = ca
+	}
+	out := make([]ClaimedAttempt, 0, len(byID))
+	for _, cd := range cands {
+		if ca, ok := byID[cd.id]; ok {
+			out = append(out, ca)
+		}
+	}
+	as := make([]*Attempt, len(out))
+	for i := range out {
+		as[i] = &out[i].Attempt
+	}
+	if err := (pgSteps{}).insertAttempts(ctx, c, as, p.Now); err != nil {
+		return nil, fmt.Errorf("store: claim ready: %w", err)
+	}
+	return out, nil
+}
+
+// clearTasks updates the task instances first (their row locks make a
+// concurrent FinishRun of the run wait, or wait for it; the guard on their
+// state is checked again on each locked row), then the runs they belong to.
+func (pgSteps) clearTasks(ctx context.Context, c conn, cond func(*args) string, states []string, now any) (int, error) {
+	var a args
+	q := `UPDATE task_instances SET state = 'scheduled', failures = 0, next_try_at = NULL, updated_at = ` + a.add(now) + `
+		WHERE id IN (SELECT ti.id FROM task_instances ti JOIN runs r ON r.id = ti.run_id WHERE ` + cond(&a) + `)
+		  AND ` + c.d.in(&a, "state", states) + `
+		RETURNING run_id`
+	rows, err := c.query(ctx, q, a...)
+	runIDs, err := scanAll(rows, err, func(rows *sql.Rows) (int64, error) {
+		var id int64
+		return id, rows.Scan(&id)
+	})
+	if err != nil {
+		return 0, err
+	}
+	cleared := len(runIDs)
+	slices.Sort(runIDs)
+	runIDs = slices.Compact(runIDs)
+	if len(runIDs) > 0 {
+		if _, err := c.exec(ctx, `
+			UPDATE runs SET state = 'queued', started_at = NULL, ended_at = NULL
+			WHERE state IN ('success', 'failed') AND id = ANY($1::bigint[])`, runIDs); err != nil {
+			return 0, fmt.Errorf("runs: %w", err)
+		}
+	}
+	return cleared, nil
+}

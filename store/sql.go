@@ -1,0 +1,340 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// sqlStore is the one implementation of Store. Every operation's Go (its
+// checks, its transaction, its guards, its scanning and its errors) is
+// written once, in the files named after what it handles (meta.go, runs.go,
+// tasks.go, claim.go, backfills.go); it runs over a backend, which owns the
+// database's transactions, and a dialect, which spells the SQL and does the
+// few steps one database does its own way.
+type sqlStore struct {
+	b backend
+	d *dialect
+}
+
+var _ Store = (*sqlStore)(nil)
+
+// backend is a database's transactions: how a write is made atomic and
+// fenced, how a read sees one snapshot, and how InTx shares one transaction
+// between operations (sqlite.go, postgres.go).
+type backend interface {
+	Close() error
+	// write runs fn in a write transaction, after checking the view's
+	// fence, and commits it when fn returns nil; inside InTx it runs under
+	// a savepoint of the enclosing transaction.
+	write(ctx context.Context, fn func(tx *sql.Tx) error) error
+	// read runs fn on one snapshot (inside InTx: the enclosing transaction).
+	read(ctx context.Context, fn func(tx *sql.Tx) error) error
+	// rq is where a single-statement read goes.
+	rq() querier
+	// inTx runs fn with the view of one transaction (InTx).
+	inTx(ctx context.Context, fn func(backend) error) error
+	// fenced returns a view whose write transactions check f first.
+	fenced(f fence) backend
+	// leaseMoved tells the view that an operation moved a lease.
+	leaseMoved()
+}
+
+// steps are what a dialect does its own way inside an operation's
+// transaction: set-wise statements over arrays in PostgreSQL, prepared
+// statements and row-by-row guards in SQLite (sqlite_steps.go,
+// postgres_steps.go).
+type steps interface {
+	// createRuns inserts the runs of p that do not exist yet and one
+	// scheduled task instance per task for each run it created, and
+	// returns how many runs it created.
+	createRuns(ctx context.Context, c conn, p MaterializeRunsParams) (int, error)
+	// insertAttempts inserts the running attempts of claims (see newAttempt).
+	insertAttempts(ctx context.Context, c conn, as []*Attempt, now time.Time) error
+	// enqueue moves the items' task instances to queued; returns how many moved.
+	enqueue(ctx context.Context, c conn, p EnqueueTasksParams) (int, error)
+	// lockPools serializes claimers of the same pools (nothing in SQLite,
+	// whose writer holds the whole database).
+	lockPools(ctx context.Context, c conn, pools []PoolCapacity) error
+	// claimCandidates reads, per pool with room, its first room.free queued
+	// task instances in claim order.
+	claimCandidates(ctx context.Context, c conn, p ClaimReadyParams, rooms []poolRoom) ([]claimCandidate, error)
+	// claimQueued moves the candidates queued -> running (guarded) and
+	// inserts their attempts; those no longer queued are skipped.
+	claimQueued(ctx context.Context, c conn, p ClaimReadyParams, cands []claimCandidate) ([]ClaimedAttempt, error)
+	// clearTasks puts the task instances that match cond (on
+	// task_instances ti JOIN runs r; their state is one of states) back to
+	// scheduled and their finished runs back to queued; returns how many
+	// task instances it cleared.
+	clearTasks(ctx context.Context, c conn, cond func(*args) string, states []string, now any) (int, error)
+}
+
+// Close closes the backend's connections.
+func (s *sqlStore) Close() error { return s.b.Close() }
+
+// InTx runs fn with a Store whose operations share one transaction,
+// committed when fn returns nil and rolled back otherwise.
+func (s *sqlStore) InTx(ctx context.Context, fn func(Store) error) error {
+	return s.b.inTx(ctx, func(b backend) error {
+		return fn(&sqlStore{b: b, d: s.d})
+	})
+}
+
+// Fenced returns a view of the store whose every write transaction first
+// checks, inside that transaction, that the lease is held by holder at
+// generation (see the backends for why no takeover can come between the
+// check and the commit). The view shares the store's connections (and the
+// enclosing transaction when made from InTx's Store).
+func (s *sqlStore) Fenced(lease, holder string, generation int64) Store {
+	return &sqlStore{b: s.b.fenced(fence{lease: lease, holder: holder, generation: generation}), d: s.d}
+}
+
+// write runs fn in a write transaction of the backend.
+func (s *sqlStore) write(ctx context.Context, fn func(c conn) error) error {
+	return s.b.write(ctx, func(tx *sql.Tx) error { return fn(conn{q: tx, d: s.d}) })
+}
+
+// read runs fn on one snapshot.
+func (s *sqlStore) read(ctx context.Context, fn func(c conn) error) error {
+	return s.b.read(ctx, func(tx *sql.Tx) error { return fn(conn{q: tx, d: s.d}) })
+}
+
+// rq is where a single-statement read goes.
+func (s *sqlStore) rq() conn { return conn{q: s.b.rq(), d: s.d} }
+
+// querier is what *sql.DB and *sql.Tx share.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+}
+
+// conn runs SQL written with PostgreSQL's numbered placeholders ($1, $2,
+// ...) on one backend: the dialect rewrites them for its database.
+type conn struct {
+	q querier
+	d *dialect
+}
+
+func (c conn) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return c.q.ExecContext(ctx, c.d.rebind(query), args...)
+}
+
+func (c conn) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return c.q.QueryContext(ctx, c.d.rebind(query), args...)
+}
+
+func (c conn) row(ctx context.Context, query string, args ...any) *sql.Row {
+	return c.q.QueryRowContext(ctx, c.d.rebind(query), args...)
+}
+
+func (c conn) prepare(ctx context.Context, query string) (*sql.Stmt, error) {
+	return c.q.PrepareContext(ctx, c.d.rebind(query))
+}
+
+// args builds the argument list of a query put together in Go: add appends
+// a value and returns its placeholder.
+type args []any
+
+func (a *args) add(v any) string {
+	*a = append(*a, v)
+	return "$" + strconv.Itoa(len(*a))
+}
+
+// fence is the lease a Fenced store's writes are conditional on.
+type fence struct {
+	lease, holder string
+	generation    int64
+}
+
+// check returns ErrFenced unless f is nil or its lease is held as it says;
+// query is the backend's read of the lease row (name, holder, generation).
+func (f *fence) check(ctx context.Context, tx *sql.Tx, query string) error {
+	if f == nil {
+		return nil
+	}
+	var one int
+	err := tx.QueryRowContext(ctx, query, f.lease, f.holder, f.generation).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("store: lease %s generation %d of %s: %w", f.lease, f.generation, f.holder, ErrFenced)
+	case err != nil:
+		return fmt.Errorf("store: check lease %s: %w", f.lease, err)
+	}
+	return nil
+}
+
+// readTx runs fn in a read transaction of db with opts, or in tx when the
+// view belongs to InTx.
+func readTx(ctx context.Context, tx *sql.Tx, db *sql.DB, opts *sql.TxOptions, fn func(tx *sql.Tx) error) error {
+	if tx != nil {
+		return fn(tx)
+	}
+	tx, err := db.BeginTx(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("store: begin read: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	return fn(tx)
+}
+
+// missingOr tells a guarded update that touched no row apart: ErrNotFound
+// when the row does not exist, ErrConflict when it is in another state.
+func missingOr(ctx context.Context, c conn, table string, id int64) error {
+	var one int
+	err := c.row(ctx, "SELECT 1 FROM "+table+" WHERE id = $1", id).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return ErrNotFound
+	case err != nil:
+		return err
+	}
+	return ErrConflict
+}
+
+// guarded turns a guarded UPDATE that touched no row into ErrNotFound or ErrConflict.
+func guarded(ctx context.Context, c conn, res sql.Result, table string, id int64, op string) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("store: %s %d: %w", op, id, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	return fmt.Errorf("store: %s %d: %w", op, id, missingOr(ctx, c, table, id))
+}
+
+// affected is how many rows res touched, as an int.
+func affected(res sql.Result, err error) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+// scanAll reads every row of rows with scan, or the first error.
+func scanAll[T any](rows *sql.Rows, err error, scan func(*sql.Rows) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// boolInt is a flag as its INTEGER column holds it.
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// newNonce returns 32 hex characters from crypto/rand.
+func newNonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail (it crashes the program instead)
+	return hex.EncodeToString(b[:])
+}
+
+// newAttempt fills in the running attempt of a claim: a carries the task
+// instance, try, pool, host, owner, reason and the log template; it gets
+// its nonce, state, start time and log path ({try} replaced). The insert
+// gives it its id.
+func newAttempt(a *Attempt, now time.Time) {
+	a.State = AttemptRunning
+	a.StartedAt = stamp(now)
+	a.Nonce = newNonce()
+	a.LogPath = strings.ReplaceAll(a.LogPath, "{try}", strconv.Itoa(a.TryNumber))
+}
+
+func validTaskState(st TaskState) bool {
+	switch st {
+	case TaskScheduled, TaskQueued, TaskRunning, TaskSuccess, TaskFailed,
+		TaskUpForRetry, TaskUpstreamFailed, TaskSkipped:
+		return true
+	}
+	return false
+}
+
+func validKind(k RunKind) bool {
+	switch k {
+	case KindScheduled, KindBackfill, KindManual:
+		return true
+	}
+	return false
+}
+
+// Time encoding: every time is BIGINT unix nanoseconds, every run date RFC
+// 3339 text with its own offset, in both databases.
+
+var (
+	minNano = time.Unix(0, math.MinInt64)
+	maxNano = time.Unix(0, math.MaxInt64)
+)
+
+// nanos is t in unix nanoseconds, clamped to the int64 range so that far
+// bounds (year 9999) still compare correctly.
+func nanos(t time.Time) int64 {
+	switch {
+	case t.Before(minNano):
+		return math.MinInt64
+	case t.After(maxNano):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+// nullNanos is nanos(t), or NULL for the zero time.
+func nullNanos(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return nanos(t)
+}
+
+// fromNanos is the UTC time of a nullable nanosecond column; NULL is the zero time.
+func fromNanos(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64).UTC()
+}
+
+// stamp is t as a timestamp column gives it back: UTC, or zero.
+func stamp(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return time.Unix(0, nanos(t)).UTC()
+}
+
+// formatDate writes a run date as RFC 3339 with its own offset.
+func formatDate(t time.Time) string {
+	return t.Format(time.RFC3339Nano)
+}
+
+// parseDate reads a run date back; the result carries the stored offset.
+func parseDate(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("store: bad stored date %q: %w", s, err)
+	}
+	return t, nil
+}

@@ -1,0 +1,365 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// ClaimTask moves a task instance scheduled|up_for_retry -> running with one
+// guarded UPDATE ... RETURNING (so that of any number of claimers, in this
+// process or another, exactly one wins: in PostgreSQL a second claimer
+// waits for the first one's row lock, re-checks the guard on the committed
+// row and finds it taken) and inserts the attempt row in the same
+// transaction. A non-empty Pool also becomes the task instance's pool (a
+// retry escalated to a larger pool); an empty one keeps it.
+func (s *sqlStore) ClaimTask(ctx context.Context, p ClaimTaskParams) (Attempt, error) {
+	var a Attempt
+	err := s.write(ctx, func(c conn) error {
+		var try int
+		var pool string
+		err := c.row(ctx, `
+			UPDATE task_instances
+			SET state = 'running', try_number = try_number + 1, next_try_at = NULL,
+			    pool = CASE WHEN $1 = '' THEN pool ELSE $1 END, updated_at = $2
+			WHERE id = $3 AND state IN ('scheduled', 'up_for_retry')
+			RETURNING try_number, pool`,
+			p.Pool, nullNanos(p.Now), p.TaskInstanceID).Scan(&try, &pool)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("store: claim task instance %d: %w", p.TaskInstanceID,
+				missingOr(ctx, c, "task_instances", p.TaskInstanceID))
+		}
+		if err != nil {
+			return fmt.Errorf("store: claim task instance %d: %w", p.TaskInstanceID, err)
+		}
+		a = Attempt{
+			TaskInstanceID: p.TaskInstanceID,
+			TryNumber:      try,
+			Pool:           pool,
+			Host:           p.Host,
+			Owner:          p.Owner,
+			LogPath:        p.LogPath,
+			Reason:         p.Reason,
+		}
+		if err := s.d.steps.insertAttempts(ctx, c, []*Attempt{&a}, p.Now); err != nil {
+			return fmt.Errorf("store: claim task instance %d: %w", p.TaskInstanceID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return Attempt{}, err
+	}
+	return a, nil
+}
+
+// StartAttempt records the attempt's process in one guarded statement: the
+// attempt is running without a pid yet and its task instance is running on
+// the attempt's try. The task instance's state does not change.
+func (s *sqlStore) StartAttempt(ctx context.Context, p StartAttemptParams) error {
+	return s.write(ctx, func(c conn) error {
+		res, err := c.exec(ctx, `
+			UPDATE attempts SET pid = $1, pid_start = $2, job_id = $3, started_at = $4
+			WHERE id = $5 AND state = 'running' AND pid = 0 AND job_id = ''
+			  AND EXISTS (SELECT 1 FROM task_instances ti
+			              WHERE ti.id = attempts.task_instance_id AND ti.state = 'running'
+			                AND ti.try_number = attempts.try_number)`,
+			p.PID, int64(p.PIDStart), p.JobID, nullNanos(p.Now), p.AttemptID)
+		if err != nil {
+			return fmt.Errorf("store: start attempt %d: %w", p.AttemptID, err)
+		}
+		return guarded(ctx, c, res, "attempts", p.AttemptID, "start attempt")
+	})
+}
+
+// FinishAttempt records an attempt's outcome (guarded: only a running attempt
+// gets one, else ErrConflict) and moves its task instance to p.TaskState if
+// the task instance is still running on this attempt's try. The outcome of a
+// process is recorded even when the task instance was moved on meanwhile (by
+// SetTaskStates): it is a fact about the process, and leaving the attempt
+// running would make it look alive forever.
+func (s *sqlStore) FinishAttempt(ctx context.Context, p FinishAttemptParams) error {
+	switch p.State {
+	case AttemptSuccess, AttemptFailed, AttemptOOM, AttemptSkipped, AttemptInterrupted, AttemptLost:
+	default:
+		return fmt.Errorf("store: finish attempt %d: %q is not an outcome", p.AttemptID, p.State)
+	}
+	switch p.TaskState {
+	case TaskQueued, TaskRunning:
+		return fmt.Errorf("store: finish attempt %d: task state %q is not after an attempt", p.AttemptID, p.TaskState)
+	}
+	if !validTaskState(p.TaskState) {
+		return fmt.Errorf("store: finish attempt %d: unknown task state %q", p.AttemptID, p.TaskState)
+	}
+	return s.write(ctx, func(c conn) error {
+		now := nullNanos(p.Now)
+		var exit any
+		if p.ExitCode != nil {
+			exit = int64(*p.ExitCode)
+		}
+		var taskID int64
+		var try int
+		err := c.row(ctx, `
+			UPDATE attempts SET state = $1, ended_at = $2, exit_code = $3, signal = $4, peak_rss = $5
+			WHERE id = $6 AND state = 'running'
+			RETURNING task_instance_id, try_number`,
+			string(p.State), now, exit, p.Signal, p.PeakRSS, p.AttemptID).Scan(&taskID, &try)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("store: finish attempt %d: %w", p.AttemptID, missingOr(ctx, c, "attempts", p.AttemptID))
+		}
+		if err != nil {
+			return fmt.Errorf("store: finish attempt %d: %w", p.AttemptID, err)
+		}
+		if _, err := c.exec(ctx, `
+			UPDATE task_instances
+			SET state = $1, failures = failures + $2, next_try_at = $3, updated_at = $4
+			WHERE id = $5 AND state = 'running' AND try_number = $6`,
+			string(p.TaskState), boolInt(p.CountFailure), nullNanos(p.NextTryAt), now, taskID, try); err != nil {
+			return fmt.Errorf("store: finish attempt %d: task instance %d: %w", p.AttemptID, taskID, err)
+		}
+		return nil
+	})
+}
+
+// SetTaskStates moves the listed task instances that are in one of p.From to
+// p.To, in one transaction (ids in lists of at most the dialect's chunk),
+// and returns how many moved.
+func (s *sqlStore) SetTaskStates(ctx context.Context, p SetTaskStatesParams) (int, error) {
+	if !validTaskState(p.To) {
+		return 0, fmt.Errorf("store: set task states: unknown state %q", p.To)
+	}
+	if len(p.IDs) == 0 || len(p.From) == 0 {
+		return 0, nil
+	}
+	from := make([]string, len(p.From))
+	for i, st := range p.From {
+		from[i] = string(st)
+	}
+	moved := 0
+	err := s.write(ctx, func(c conn) error {
+		moved = 0
+		for start := 0; start < len(p.IDs); start += s.d.chunk {
+			ids := p.IDs[start:min(start+s.d.chunk, len(p.IDs))]
+			var a args
+			q := "UPDATE task_instances SET state = " + a.add(string(p.To)) + ", updated_at = " + a.add(nullNanos(p.Now)) +
+				" WHERE " + s.d.in(&a, "id", ids) + " AND " + s.d.in(&a, "state", from)
+			n, err := affected(c.exec(ctx, q, a...))
+			if err != nil {
+				return fmt.Errorf("store: set task states: %w", err)
+			}
+			moved += n
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return moved, nil
+}
+
+// runningAttemptsSQL reads the running attempts through the partial index
+// attempts_running (in id order), never the finished ones.
+const runningAttemptsSQL = "SELECT " + attemptColumns + `, r.pipeline, r.id, ti.task,
+	       o.expires_at, r.kind, r.logical_date
+	FROM attempts a
+	JOIN task_instances ti ON ti.id = a.task_instance_id
+	JOIN runs r ON r.id = ti.run_id
+	LEFT JOIN owners o ON o.id = a.owner
+	WHERE a.state = 'running'
+	ORDER BY a.id`
+
+// RunningAttempts lists the attempts in state running with their pipeline,
+// run, task, run kind and logical date, and their owner's heartbeat expiry,
+// ordered by attempt id.
+func (s *sqlStore) RunningAttempts(ctx context.Context) ([]RunningAttempt, error) {
+	rows, err := s.rq().query(ctx, runningAttemptsSQL)
+	out, err := scanAll(rows, err, func(rows *sql.Rows) (RunningAttempt, error) {
+		var (
+			ra                   RunningAttempt
+			state, kind, logical string
+			pidStart             int64
+			started, ended, exit sql.NullInt64
+			ownerExpires         sql.NullInt64
+		)
+		dest := attemptDest(&ra.Attempt, &state, &pidStart, &started, &ended, &exit)
+		dest = append(dest, &ra.Pipeline, &ra.RunID, &ra.Task, &ownerExpires, &kind, &logical)
+		if err := rows.Scan(dest...); err != nil {
+			return RunningAttempt{}, err
+		}
+		finishAttemptScan(&ra.Attempt, state, pidStart, started, ended, exit)
+		ra.OwnerExpiresAt, ra.Kind = fromNanos(ownerExpires), RunKind(kind)
+		var err error
+		ra.LogicalDate, err = parseDate(logical)
+		return ra, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: running attempts: %w", err)
+	}
+	return out, nil
+}
+
+// FindAttempt finds the attempt of a pipeline's task on a day (try 0: the
+// latest try). A day with several runs (hourly schedules) resolves to its
+// latest run.
+func (s *sqlStore) FindAttempt(ctx context.Context, p FindAttemptParams) (Attempt, error) {
+	a := args{p.Pipeline, p.DS, p.Task}
+	q := "SELECT " + attemptColumns + `
+		FROM attempts a
+		JOIN task_instances ti ON ti.id = a.task_instance_id
+		JOIN runs r ON r.id = ti.run_id
+		WHERE r.pipeline = $1 AND r.ds = $2 AND ti.task = $3`
+	if p.TryNumber > 0 {
+		q += " AND a.try_number = " + a.add(p.TryNumber)
+	}
+	// With SQLite's hint (+r.logical_unix): find the day's runs through
+	// runs (pipeline, ds).
+	q += " ORDER BY " + s.d.hint + "r.logical_unix DESC, a.try_number DESC LIMIT 1"
+	at, err := scanAttempt(s.rq().row(ctx, q, a...))
+	if errors.Is(err, sql.ErrNoRows) {
+		what := "latest try"
+		if p.TryNumber > 0 {
+			what = "try " + strconv.Itoa(p.TryNumber)
+		}
+		return Attempt{}, fmt.Errorf("store: attempt %s %s %s (%s): %w", p.Pipeline, p.DS, p.Task, what, ErrNotFound)
+	}
+	if err != nil {
+		return Attempt{}, fmt.Errorf("store: find attempt %s %s %s: %w", p.Pipeline, p.DS, p.Task, err)
+	}
+	return at, nil
+}
+
+// ClearTasks puts the matching task instances back to scheduled with a fresh
+// retry budget (their try numbers keep counting, so attempts stay unique) and
+// puts their finished runs back to queued (the dialect's clearTasks), and
+// bumps the epoch, in one transaction. A run that is still running stays
+// running: it is admitted already and the scheduler picks the cleared tasks
+// up. Queued task instances are cleared too (no process has them); running
+// or already scheduled ones are left alone. A run of a backfill that no
+// longer runs is handed back to its pipeline (kind scheduled, no backfill):
+// cleared, it commits to main, and one left queued is not held for good.
+func (s *sqlStore) ClearTasks(ctx context.Context, p ClearTasksParams) (int, error) {
+	states := []string{"queued", "success", "failed", "up_for_retry", "upstream_failed", "skipped"}
+	if p.OnlyFailed {
+		states = []string{"failed", "upstream_failed"}
+	}
+	// window is the condition on the logical dates of runs aliased as given.
+	window := func(a *args, col string) string {
+		w := ""
+		if !p.From.IsZero() {
+			w += " AND " + col + " >= " + a.add(nanos(p.From))
+		}
+		if !p.To.IsZero() {
+			w += " AND " + col + " <= " + a.add(nanos(p.To))
+		}
+		return w
+	}
+	// cond selects the task instances cleared, on task_instances ti JOIN runs r.
+	cond := func(a *args) string {
+		c := "r.pipeline = " + a.add(p.Pipeline) + " AND " + s.d.in(a, "ti.state", states) + window(a, "r.logical_unix")
+		if p.Task != "" {
+			c += " AND ti.task = " + a.add(p.Task)
+		}
+		if p.SparingBackfills {
+			c += " AND NOT (r.kind = 'backfill' AND r.backfill_id IN (SELECT id FROM backfills WHERE state = 'running'))"
+		}
+		return c
+	}
+	// detach selects the runs of backfills that no longer run (failed,
+	// cancelled, done): they become the pipeline's own, so that `rewind run`
+	// executes them and they commit to main. That way out works for every
+	// such run without a live attempt, queued ones included (their waiting
+	// task instances count as cleared).
+	detach := func(a *args) string {
+		return "pipeline = " + a.add(p.Pipeline) + window(a, "logical_unix") + ` AND kind = 'backfill' AND backfill_id <> ''
+		AND backfill_id NOT IN (SELECT id FROM backfills WHERE state = 'running')
+		AND NOT EXISTS (SELECT 1 FROM task_instances ti WHERE ti.run_id = runs.id AND ti.state = 'running')
+		AND (state IN ('queued', 'running') OR id IN (
+			SELECT ti.run_id FROM task_instances ti JOIN runs r ON r.id = ti.run_id WHERE ` + cond(a) + `))`
+	}
+	cleared := 0
+	err := s.write(ctx, func(c conn) error {
+		now := nullNanos(p.Now)
+		var waiting int
+		var a args
+		if err := c.row(ctx, `SELECT COUNT(*) FROM task_instances WHERE state = 'scheduled'
+			AND run_id IN (SELECT id FROM runs WHERE `+detach(&a)+`)`, a...).Scan(&waiting); err != nil {
+			return fmt.Errorf("store: clear tasks %s: %w", p.Pipeline, err)
+		}
+		var err error
+		if cleared, err = s.d.steps.clearTasks(ctx, c, cond, states, now); err != nil {
+			return fmt.Errorf("store: clear tasks %s: %w", p.Pipeline, err)
+		}
+		a = nil
+		if _, err := c.exec(ctx, `
+			UPDATE task_instances SET state = 'scheduled', updated_at = `+a.add(now)+` WHERE state = 'queued'
+			AND run_id IN (SELECT id FROM runs WHERE `+detach(&a)+`)`, a...); err != nil {
+			return fmt.Errorf("store: clear tasks %s: runs of backfills: %w", p.Pipeline, err)
+		}
+		a = nil
+		if _, err := c.exec(ctx, `
+			UPDATE runs SET kind = 'scheduled', backfill_id = '', state = 'queued'
+			WHERE state IN ('queued', 'running') AND `+detach(&a), a...); err != nil {
+			return fmt.Errorf("store: clear tasks %s: runs of backfills: %w", p.Pipeline, err)
+		}
+		a = nil
+		if _, err := c.exec(ctx, `
+			UPDATE runs SET kind = 'scheduled', backfill_id = '' WHERE `+detach(&a), a...); err != nil {
+			return fmt.Errorf("store: clear tasks %s: runs of backfills: %w", p.Pipeline, err)
+		}
+		cleared += waiting
+		if err := bumpEpoch(ctx, c); err != nil {
+			return fmt.Errorf("store: clear tasks %s: %w", p.Pipeline, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return cleared, nil
+}
+
+// taskDurationsSQL reads the successful attempts of the pipeline's latest
+// runs (the pipeline, logical_unix key, newest first, at most
+// TaskDurationsRuns(limit)), through their task instances (the run_id, task
+// key) and attempts_task_state, which holds state and times: every step is
+// a covering index search, and the cost is bounded by the limit, whatever
+// the pipeline's history. $1 is the pipeline, $2 the number of runs, $3 the
+// limit per task.
+func taskDurationsSQL(d *dialect) string {
+	return `
+	SELECT task, d FROM (
+		SELECT ti.task AS task, a.ended_at - a.started_at AS d,
+		       ROW_NUMBER() OVER (PARTITION BY ti.task ORDER BY a.ended_at DESC, a.id DESC) AS n
+		FROM (SELECT id FROM runs WHERE pipeline = $1 ORDER BY logical_unix DESC LIMIT $2) AS latest
+		JOIN task_instances ti ON ti.run_id = latest.id
+		JOIN attempts a ON a.task_instance_id = ti.id
+		WHERE a.state = 'success' AND a.ended_at IS NOT NULL
+	) AS durations WHERE n <= $3 ORDER BY task` + d.collate + `, n`
+}
+
+// TaskDurations returns, per task, how long its latest successful attempts
+// ran, newest first.
+func (s *sqlStore) TaskDurations(ctx context.Context, p TaskDurationsParams) (map[string][]time.Duration, error) {
+	if p.Limit <= 0 {
+		p.Limit = 1000
+	}
+	rows, err := s.rq().query(ctx, taskDurationsSQL(s.d), p.Pipeline, TaskDurationsRuns(p.Limit), p.Limit)
+	type duration struct {
+		task string
+		d    int64
+	}
+	ds, err := scanAll(rows, err, func(rows *sql.Rows) (duration, error) {
+		var d duration
+		return d, rows.Scan(&d.task, &d.d)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: task durations of %s: %w", p.Pipeline, err)
+	}
+	out := map[string][]time.Duration{}
+	for _, d := range ds {
+		out[d.task] = append(out[d.task], time.Duration(d.d))
+	}
+	return out, nil
+}
