@@ -101,7 +101,7 @@ func (f *planFlags) plan(cmd *cobra.Command, g *globals, w *dsl.Workspace, pipel
 	if err != nil {
 		return nil, err
 	}
-	start, end := window.bounds(p.Timezone)
+	start, end := window.Bounds(p.Timezone)
 	now, err := parseNow(f.now)
 	if err != nil {
 		return nil, err

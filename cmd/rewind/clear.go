@@ -67,7 +67,7 @@ handed back to their pipeline.`,
 			}
 			var from, to time.Time
 			for _, r := range runs {
-				if !window.contains(r.DS, r.LogicalDate) {
+				if !window.Contains(r.DS, r.LogicalDate) {
 					continue
 				}
 				if from.IsZero() || r.LogicalDate.Before(from) {

@@ -66,7 +66,7 @@ Times are in the pipeline's timezone. PATH (or --path) is the workspace.`,
 				}
 			}
 			win := timetable.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}
-			win.From, win.To = window.bounds(p.Timezone)
+			win.From, win.To = window.Bounds(p.Timezone)
 			tt, err := timetable.New(p.Schedule, p.Timezone)
 			if err != nil {
 				return exitWith(exitUsage, "pipeline %s: %v", p.Name, err)

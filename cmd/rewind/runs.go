@@ -111,7 +111,7 @@ and every attempt.`,
 			}
 			var runs []store.Run
 			for _, r := range all {
-				if window.contains(r.DS, r.LogicalDate) {
+				if window.Contains(r.DS, r.LogicalDate) {
 					runs = append(runs, r)
 				}
 			}
