@@ -92,6 +92,32 @@ func AcquireExecution(ctx context.Context, st store.Store, h Holder, wait bool) 
 	return Acquire(ctx, st, Execution, h, poll, nil)
 }
 
+// Probe checks that h could execute on st now, as a command that executes
+// later checks it first: it takes the execution lease and gives it back at
+// once. A live holder is a *BusyError; with wait, waiting (when set) is
+// told once who holds it, and Probe waits until the lease is free or ctx
+// ends (then the error is ctx's).
+func Probe(ctx context.Context, st store.Store, h Holder, wait bool, waiting func(store.Lease)) error {
+	_, err := AcquireExecution(ctx, st, h, false)
+	var busy *BusyError
+	if errors.As(err, &busy) && wait {
+		if waiting != nil {
+			waiting(busy.Lease)
+		}
+		_, err = AcquireExecution(ctx, st, h, true)
+	}
+	if err != nil {
+		if errors.As(err, &busy) {
+			return busy
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	return ReleaseExecution(context.WithoutCancel(ctx), st, h)
+}
+
 // Acquire takes the lease name for h. With poll 0 it tries once (a live
 // holder is a *BusyError); otherwise it tries every poll until it holds
 // the lease or ctx ends, calling busy (when set) with the holder each time

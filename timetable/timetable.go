@@ -2,7 +2,9 @@
 // ticks of a schedule in a time zone, the intervals between them, which are
 // due, and the daylight-saving rules of the contract. It is pure: it reads no
 // state, no files and no clock (callers pass Now), and starts nothing. The
-// engine, the CLI and the web view all ask it which dates exist.
+// engine, the CLI and the web view all ask it which dates exist, and read
+// the windows a user types (--start, --end, --now; start=, end=, now=) with
+// the one parser of window.go.
 //
 // A schedule is parsed with robfig/cron's parser (5 fields or a preset), but
 // the ticks are computed here, not by robfig's SpecSchedule.Next, because the

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -51,44 +52,35 @@ func (s *Server) apiDates(w http.ResponseWriter, r *http.Request) {
 
 // parseNow reads now= as the CLI reads --now.
 func parseNow(s string) (time.Time, error) {
-	s = strings.ReplaceAll(s, " ", "+") // an offset's + unescaped in a query
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	if t, err := time.Parse(time.DateOnly, s); err == nil {
-		return t, nil
-	}
-	return time.Time{}, errorf(http.StatusBadRequest, "now=%q: want RFC 3339 (2025-07-01T00:00:00Z) or YYYY-MM-DD", s)
+	t, err := timetable.ParseNow(unescapePlus(s))
+	return t, queryError(err, "", "")
 }
 
 // window reads start= and end= as the CLI reads --start and --end: the
 // logical dates in loc, both inclusive (zero where unbounded), from the
 // first moment of a start day to the last moment of an end day.
 func window(start, end string, loc *time.Location) (from, to time.Time, err error) {
-	bound := func(name, s string, last bool) (time.Time, error) {
-		s = strings.ReplaceAll(s, " ", "+")
-		switch d, derr := time.ParseInLocation(time.DateOnly, s, loc); {
-		case s == "":
-			return time.Time{}, nil
-		case derr == nil && last:
-			return time.Date(d.Year(), d.Month(), d.Day()+1, 0, 0, 0, 0, loc).Add(-time.Nanosecond), nil
-		case derr == nil:
-			return d, nil
-		}
-		t, err := time.Parse(time.RFC3339, s)
-		if err != nil {
-			return time.Time{}, errorf(http.StatusBadRequest, "%s=%q: want YYYY-MM-DD (whole days by ds) or RFC 3339 (an exact logical date)", name, s)
-		}
-		return t.In(loc), nil
+	r, err := timetable.ParseRange(unescapePlus(start), unescapePlus(end), loc)
+	if err != nil {
+		return from, to, queryError(err, start, end)
 	}
-	if from, err = bound("start", start, false); err != nil {
-		return
+	from, to = r.Bounds(loc)
+	return from, to, nil
+}
+
+// unescapePlus puts back the + of an offset that a query left unescaped.
+func unescapePlus(s string) string { return strings.ReplaceAll(s, " ", "+") }
+
+// queryError spells a window error of package timetable as the query
+// parameters were given (start and end as given): a bad request.
+func queryError(err error, start, end string) error {
+	var bad *timetable.InputError
+	var order *timetable.OrderError
+	switch {
+	case errors.As(err, &bad):
+		return errorf(http.StatusBadRequest, "%s=%q: want %s", bad.Input, bad.Value, bad.Want)
+	case errors.As(err, &order):
+		return errorf(http.StatusBadRequest, "end=%s is before start=%s", end, start)
 	}
-	if to, err = bound("end", end, true); err != nil {
-		return
-	}
-	if !from.IsZero() && !to.IsZero() && to.Before(from) {
-		err = errorf(http.StatusBadRequest, "end=%s is before start=%s", end, start)
-	}
-	return
+	return err
 }

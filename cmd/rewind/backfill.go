@@ -21,6 +21,7 @@ import (
 	"github.com/rewind-dev/rewind/lease"
 	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/store"
+	"github.com/rewind-dev/rewind/web"
 )
 
 func init() { register(newBackfillCmd) }
@@ -101,7 +102,7 @@ func (f *planFlags) plan(cmd *cobra.Command, g *globals, w *dsl.Workspace, pipel
 	if err != nil {
 		return nil, err
 	}
-	start, end := window.bounds(p.Timezone)
+	start, end := window.Bounds(p.Timezone)
 	now, err := parseNow(f.now)
 	if err != nil {
 		return nil, err
@@ -177,10 +178,7 @@ func newBackfillPlanCmd(g *globals) *cobra.Command {
 				}
 			}
 			if asJSON {
-				enc := json.NewEncoder(g.stdout)
-				enc.SetIndent("", "  ")
-				enc.SetEscapeHTML(false)
-				return enc.Encode(plan)
+				return web.EncodeJSON(g.stdout, plan)
 			}
 			printPlan(g.stdout, plan)
 			return nil
@@ -236,17 +234,16 @@ func printPlan(w io.Writer, p *backfill.Plan) {
 	}
 }
 
-func newBackfillApplyCmd(g *globals) *cobra.Command {
-	var (
-		f        planFlags
-		resume   string
-		planFile string
-		quiet    bool
-		force    bool
-		wait     bool
+// applyFlags are the flags of backfill apply.
+type applyFlags struct {
+	planFlags
+	resume, planFile   string
+	quiet, force, wait bool
+	includePaused      bool
+}
 
-		includePaused bool
-	)
+func newBackfillApplyCmd(g *globals) *cobra.Command {
+	var f applyFlags
 	c := &cobra.Command{
 		Use:   "apply PIPELINE --start D --end D | apply --resume ID",
 		Short: "Record a backfill and run its phases",
@@ -268,139 +265,159 @@ written, 130 interrupted (resume with --resume ID).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			var w *dsl.Workspace
-			var err error
-			switch {
-			case resume != "" || planFile != "":
-				if len(args) > 0 {
-					return exitWith(exitUsage, "apply --resume ID and apply --plan FILE take no PIPELINE")
-				}
-				if _, err := parseNow(f.now); err != nil {
-					return err
-				}
-				path, err := g.workspace("")
-				if err != nil {
-					return err
-				}
-				if w, err = f.ws.load(g, path); err != nil {
-					return err
-				}
-			case len(args) == 1:
-				if w, err = f.check(cmd, g, args[0]); err != nil {
-					return err
-				}
-			default:
-				return exitWith(exitUsage, "apply needs PIPELINE with --start and --end, --plan FILE, or --resume ID")
-			}
-			var plan *backfill.Plan
-			if planFile != "" {
-				b, err := os.ReadFile(planFile)
-				if err != nil {
-					return exitWith(exitUsage, "--plan: %v", err)
-				}
-				plan = &backfill.Plan{}
-				if err := json.Unmarshal(b, plan); err != nil {
-					return exitWith(exitUsage, "--plan %s: %v", planFile, err)
-				}
-				if _, err := findPipeline(w, plan.Pipeline); err != nil {
-					return err
-				}
-			}
-			var st store.Store
-			if resume != "" {
-				st, err = openExisting(ctx, g)
-			} else {
-				st, err = openStore(ctx, g)
+			o, err := f.options(ctx, cmd, g, args)
+			if o.Store != nil {
+				defer o.Store.Close()
 			}
 			if err != nil {
 				return err
 			}
-			defer st.Close()
-			if resume != "" {
-				if _, err := findBackfill(cmd, st, []string{resume}); err != nil {
-					return err
-				}
-			}
-			// Like run: another rewind holding the state's lease is exit 3,
-			// or, with --wait, waited for (and said so).
-			if err := takeLease(ctx, g, st, wait, quiet); err != nil {
-				return err
-			}
-			now, _ := parseNow(f.now)
-			o := backfill.ApplyOptions{Store: st, Workspace: w, Home: homeDir(g), Now: now, Wait: true, ResumeID: resume, Force: force, IncludePaused: includePaused, Plan: plan}
-			if resume == "" && plan == nil {
-				if o.Plan, err = f.plan(cmd, g, w, args[0], st); err != nil {
-					return err
-				}
-			}
-			prog := newProgress(g.stderr, quiet)
+			prog := newProgress(g.stderr, f.quiet)
 			o.OnProgress = prog.update
 			o.OnPhase = func(id, phase string) {
-				if !quiet {
+				if !f.quiet {
 					fmt.Fprintf(g.stderr, "backfill %s: %s\n", id, phase)
 				}
 			}
 			res, err := backfill.ApplyBackfill(ctx, o)
 			prog.finish()
-			if res != nil && res.Summary != nil && !quiet {
-				for _, w := range res.Summary.Warnings {
-					fmt.Fprintln(g.stderr, "warning: "+w)
-				}
-			}
-			var busy *lease.BusyError
-			switch {
-			case errors.As(err, &busy):
-				return exitWith(exitLeaseBusy, "%v", busy)
-			case res != nil && res.State == store.BackfillCancelled:
-				return exitWith(exitFailed, "backfill %s cancelled", res.ID)
-			case res != nil && res.Summary != nil && res.Summary.Interrupted:
-				return exitWith(exitInterrupt, "interrupted: continue with 'rewind backfill apply --resume %s'", res.ID)
-			case errors.Is(err, backfill.ErrPipelinePaused):
-				return exitWith(exitUsage, "%v", err)
-			case err != nil:
-				if res != nil {
-					if len(res.Unpaused) > 0 {
-						fmt.Fprintf(g.stderr, "consumers unpaused (main untouched): %s\n", strings.Join(res.Unpaused, ", "))
-					}
-					return exitWith(exitFailed, "backfill %s: %v", res.ID, err)
-				}
-				return exitWith(exitFailed, "%v", err)
-			}
-			if !quiet {
-				fmt.Fprintf(g.stdout, "backfill %s: %s\n", res.ID, res.State)
-				if res.ReportPath != "" {
-					fmt.Fprintf(g.stdout, "report: %s\n", res.ReportPath)
-				}
-			}
-			if res.State != store.BackfillSuccess {
-				return &exitError{code: exitFailed}
-			}
-			return nil
+			return f.report(g, res, err)
 		},
 	}
 	f.add(c)
-	c.Flags().StringVar(&resume, "resume", "", "continue the backfill with this id")
-	c.Flags().StringVar(&planFile, "plan", "", "apply the plan written by 'backfill plan --out FILE'")
-	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing but errors")
-	c.Flags().BoolVar(&force, "force", false, "cut over even when validation finds changes over max_change (never with unfinished dates)")
-	c.Flags().BoolVar(&includePaused, "include-paused", false, "run the backfill of a paused pipeline (its scheduled runs stay paused)")
-	c.Flags().BoolVar(&wait, "wait", false, "wait for another rewind on the same state to finish instead of exiting with code 3")
+	c.Flags().StringVar(&f.resume, "resume", "", "continue the backfill with this id")
+	c.Flags().StringVar(&f.planFile, "plan", "", "apply the plan written by 'backfill plan --out FILE'")
+	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "print nothing but errors")
+	c.Flags().BoolVar(&f.force, "force", false, "cut over even when validation finds changes over max_change (never with unfinished dates)")
+	c.Flags().BoolVar(&f.includePaused, "include-paused", false, "run the backfill of a paused pipeline (its scheduled runs stay paused)")
+	c.Flags().BoolVar(&f.wait, "wait", false, "wait for another rewind on the same state to finish instead of exiting with code 3")
 	return c
 }
 
-// takeLease checks that no other rewind holds the state's lease: exit 3 at
-// once, or with wait, a message and a wait for it. The lease is given back
-// at once; the backfill's run phase takes it again.
-func takeLease(ctx context.Context, g *globals, st store.Store, wait, quiet bool) error {
-	self := lease.Self()
-	_, err := lease.AcquireExecution(ctx, st, self, false)
-	var busy *lease.BusyError
-	if errors.As(err, &busy) && wait {
-		if !quiet {
-			fmt.Fprintf(g.stderr, "waiting for another rewind (pid %d on %s) that holds the state\n", busy.Lease.PID, busy.Lease.Host)
+// options checks the flags, loads the workspace (and the --plan file),
+// opens the state and checks that no other rewind holds it: the options
+// of backfill.ApplyBackfill, whose Store, when set, the caller closes.
+func (f *applyFlags) options(ctx context.Context, cmd *cobra.Command, g *globals, args []string) (backfill.ApplyOptions, error) {
+	o := backfill.ApplyOptions{Wait: true, ResumeID: f.resume, Force: f.force, IncludePaused: f.includePaused}
+	var err error
+	switch {
+	case f.resume != "" || f.planFile != "":
+		if len(args) > 0 {
+			return o, exitWith(exitUsage, "apply --resume ID and apply --plan FILE take no PIPELINE")
 		}
-		_, err = lease.AcquireExecution(ctx, st, self, true)
+		if _, err := parseNow(f.now); err != nil {
+			return o, err
+		}
+		path, err := g.workspace("")
+		if err != nil {
+			return o, err
+		}
+		if o.Workspace, err = f.ws.load(g, path); err != nil {
+			return o, err
+		}
+	case len(args) == 1:
+		if o.Workspace, err = f.check(cmd, g, args[0]); err != nil {
+			return o, err
+		}
+	default:
+		return o, exitWith(exitUsage, "apply needs PIPELINE with --start and --end, --plan FILE, or --resume ID")
 	}
+	if f.planFile != "" {
+		if o.Plan, err = readPlan(o.Workspace, f.planFile); err != nil {
+			return o, err
+		}
+	}
+	if f.resume != "" {
+		o.Store, err = openExisting(ctx, g)
+	} else {
+		o.Store, err = openStore(ctx, g)
+	}
+	if err != nil {
+		return o, err
+	}
+	if f.resume != "" {
+		if _, err := findBackfill(cmd, o.Store, []string{f.resume}); err != nil {
+			return o, err
+		}
+	}
+	// Like run: another rewind holding the state's lease is exit 3,
+	// or, with --wait, waited for (and said so).
+	if err := takeLease(ctx, g, o.Store, f.wait, f.quiet); err != nil {
+		return o, err
+	}
+	o.Home = homeDir(g)
+	o.Now, _ = parseNow(f.now)
+	if f.resume == "" && o.Plan == nil {
+		o.Plan, err = f.plan(cmd, g, o.Workspace, args[0], o.Store)
+	}
+	return o, err
+}
+
+// readPlan reads the plan that 'backfill plan --out FILE' wrote; its
+// pipeline must be one of the workspace.
+func readPlan(w *dsl.Workspace, file string) (*backfill.Plan, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, exitWith(exitUsage, "--plan: %v", err)
+	}
+	plan := &backfill.Plan{}
+	if err := json.Unmarshal(b, plan); err != nil {
+		return nil, exitWith(exitUsage, "--plan %s: %v", file, err)
+	}
+	if _, err := findPipeline(w, plan.Pipeline); err != nil {
+		return nil, err
+	}
+	return plan, nil
+}
+
+// report prints the outcome of an apply and returns its exit code.
+func (f *applyFlags) report(g *globals, res *backfill.BackfillResult, err error) error {
+	if res != nil && res.Summary != nil && !f.quiet {
+		for _, w := range res.Summary.Warnings {
+			fmt.Fprintln(g.stderr, "warning: "+w)
+		}
+	}
+	var busy *lease.BusyError
+	switch {
+	case errors.As(err, &busy):
+		return exitWith(exitLeaseBusy, "%v", busy)
+	case res != nil && res.State == store.BackfillCancelled:
+		return exitWith(exitFailed, "backfill %s cancelled", res.ID)
+	case res != nil && res.Summary != nil && res.Summary.Interrupted:
+		return exitWith(exitInterrupt, "interrupted: continue with 'rewind backfill apply --resume %s'", res.ID)
+	case errors.Is(err, backfill.ErrPipelinePaused):
+		return exitWith(exitUsage, "%v", err)
+	case err != nil:
+		if res != nil {
+			if len(res.Unpaused) > 0 {
+				fmt.Fprintf(g.stderr, "consumers unpaused (main untouched): %s\n", strings.Join(res.Unpaused, ", "))
+			}
+			return exitWith(exitFailed, "backfill %s: %v", res.ID, err)
+		}
+		return exitWith(exitFailed, "%v", err)
+	}
+	if !f.quiet {
+		fmt.Fprintf(g.stdout, "backfill %s: %s\n", res.ID, res.State)
+		if res.ReportPath != "" {
+			fmt.Fprintf(g.stdout, "report: %s\n", res.ReportPath)
+		}
+	}
+	if res.State != store.BackfillSuccess {
+		return &exitError{code: exitFailed}
+	}
+	return nil
+}
+
+// takeLease checks that no other rewind holds the state's lease
+// (lease.Probe): exit 3 at once, or with wait, a message and a wait for it.
+// The lease is given back at once; the backfill's run phase takes it again.
+func takeLease(ctx context.Context, g *globals, st store.Store, wait, quiet bool) error {
+	err := lease.Probe(ctx, st, lease.Self(), wait, func(l store.Lease) {
+		if !quiet {
+			fmt.Fprintf(g.stderr, "waiting for another rewind (pid %d on %s) that holds the state\n", l.PID, l.Host)
+		}
+	})
+	var busy *lease.BusyError
 	switch {
 	case errors.As(err, &busy):
 		return exitWith(exitLeaseBusy, "%v", busy)
@@ -409,7 +426,7 @@ func takeLease(ctx context.Context, g *globals, st store.Store, wait, quiet bool
 	case err != nil:
 		return stateError(err, exitState)
 	}
-	return lease.ReleaseExecution(context.WithoutCancel(ctx), st, self)
+	return nil
 }
 
 // openForPlan opens the state for a plan, which changes nothing: the
@@ -497,40 +514,30 @@ func newBackfillStatusCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return stateError(err, exitState)
 			}
-			type dateState struct {
-				DS    string `json:"ds"`
-				State string `json:"state"`
-			}
-			out := struct {
-				ID     string      `json:"id"`
-				State  string      `json:"state"`
-				Phase  string      `json:"phase"`
-				Detail string      `json:"detail"`
-				Dates  []dateState `json:"dates"`
-			}{ID: b.ID, State: string(b.State), Phase: b.Phase, Detail: b.Detail, Dates: []dateState{}}
-			counts := map[string]int{}
-			for _, r := range runs {
-				if r.BackfillID == b.ID {
-					out.Dates = append(out.Dates, dateState{DS: r.DS, State: string(r.State)})
-					counts[string(r.State)]++
-				}
-			}
+			status := web.BackfillStatus(b, runs)
 			if asJSON {
-				enc := json.NewEncoder(g.stdout)
-				enc.SetIndent("", "  ")
-				enc.SetEscapeHTML(false)
-				return enc.Encode(out)
+				return web.EncodeJSON(g.stdout, status)
 			}
-			fmt.Fprintf(g.stdout, "backfill %s of %s, %s .. %s: %s, phase %s\n", b.ID, b.Pipeline, b.From.Format("2006-01-02"), b.To.Format("2006-01-02"), b.State, b.Phase)
-			fmt.Fprintf(g.stdout, "dates: %d queued, %d running, %d success, %d failed\n", counts["queued"], counts["running"], counts["success"], counts["failed"])
-			if b.Detail != "" {
-				fmt.Fprintln(g.stdout, b.Detail)
-			}
+			printBackfillStatus(g.stdout, b, status)
 			return nil
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
+}
+
+// printBackfillStatus prints where backfill b is and how many of its dates
+// are in each state.
+func printBackfillStatus(w io.Writer, b store.Backfill, status web.BackfillStatusJSON) {
+	counts := map[string]int{}
+	for _, d := range status.Dates {
+		counts[d.State]++
+	}
+	fmt.Fprintf(w, "backfill %s of %s, %s .. %s: %s, phase %s\n", b.ID, b.Pipeline, b.From.Format("2006-01-02"), b.To.Format("2006-01-02"), b.State, b.Phase)
+	fmt.Fprintf(w, "dates: %d queued, %d running, %d success, %d failed\n", counts["queued"], counts["running"], counts["success"], counts["failed"])
+	if b.Detail != "" {
+		fmt.Fprintln(w, b.Detail)
+	}
 }
 
 func findBackfill(cmd *cobra.Command, st store.Store, args []string) (store.Backfill, error) {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rewind-dev/rewind/store"
+	"github.com/rewind-dev/rewind/timetable"
 )
 
 func init() { register(newClearCmd) }
@@ -65,18 +66,7 @@ handed back to their pipeline.`,
 					return err
 				}
 			}
-			var from, to time.Time
-			for _, r := range runs {
-				if !window.contains(r.DS, r.LogicalDate) {
-					continue
-				}
-				if from.IsZero() || r.LogicalDate.Before(from) {
-					from = r.LogicalDate
-				}
-				if r.LogicalDate.After(to) {
-					to = r.LogicalDate
-				}
-			}
+			from, to := logicalSpan(runs, window)
 			n := 0
 			if !from.IsZero() {
 				n, err = st.ClearTasks(ctx, store.ClearTasksParams{Pipeline: args[0], From: from, To: to, OnlyFailed: onlyFailed, Task: task, Now: time.Now()})
@@ -93,4 +83,22 @@ handed back to their pipeline.`,
 	c.Flags().BoolVar(&onlyFailed, "only-failed", false, "clear only failed and upstream_failed task instances")
 	c.Flags().StringVar(&task, "task", "", "clear only this task")
 	return c
+}
+
+// logicalSpan is the first and the last logical date of the runs in
+// window (zero when none is): a date bound is by ds, in the pipeline's
+// timezone, which the runs know.
+func logicalSpan(runs []store.Run, window timetable.Range) (from, to time.Time) {
+	for _, r := range runs {
+		if !window.Contains(r.DS, r.LogicalDate) {
+			continue
+		}
+		if from.IsZero() || r.LogicalDate.Before(from) {
+			from = r.LogicalDate
+		}
+		if r.LogicalDate.After(to) {
+			to = r.LogicalDate
+		}
+	}
+	return from, to
 }

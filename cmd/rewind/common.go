@@ -17,6 +17,7 @@ import (
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/store"
+	"github.com/rewind-dev/rewind/timetable"
 )
 
 // workspaceFlags are the flags of commands that read pipeline files.
@@ -281,105 +282,38 @@ func unknownName(what, name string, known map[string]bool, of ...string) error {
 	return exitWith(exitUsage, "unknown %s (known: %s)", what, text)
 }
 
-// parseNow reads --now (RFC 3339, or a date meaning UTC midnight).
+// parseNow reads --now (RFC 3339, or a date meaning UTC midnight; "" is
+// the zero time).
 func parseNow(s string) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	if t, err := time.Parse("2006-01-02", s); err == nil {
-		return t, nil
-	}
-	return time.Time{}, exitWith(exitUsage, "--now %q: want RFC 3339 (2025-07-01T00:00:00Z) or YYYY-MM-DD", s)
+	t, err := timetable.ParseNow(s)
+	return t, flagError(err)
 }
 
 // parseDate reads a date flag: YYYY-MM-DD (midnight in loc) or RFC 3339.
 func parseDate(flag, s string, loc *time.Location) (time.Time, error) {
-	if t, err := time.ParseInLocation("2006-01-02", s, loc); err == nil {
-		return t, nil
-	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t.In(loc), nil
-	}
-	return time.Time{}, exitWith(exitUsage, "%s %q: want YYYY-MM-DD or RFC 3339", flag, s)
+	t, err := timetable.ParseDate(strings.TrimPrefix(flag, "--"), s, loc)
+	return t, flagError(err)
 }
 
-// dateRange is a --start/--end window. A date-only bound selects whole days
-// by ds, inclusive, in the pipeline's timezone; a timestamp selects exact
-// logical dates. Zero bounds do not limit.
-type dateRange struct {
-	start, end         string // as given
-	startDay, endDay   string // the YYYY-MM-DD of a date-only bound
-	startTime, endTime time.Time
+// parseRange checks --start and --end (either may be empty). The pipeline
+// is not known yet: a date against a timestamp is ordered in UTC.
+func parseRange(start, end string) (timetable.Range, error) {
+	r, err := timetable.ParseRange(start, end, time.UTC)
+	return r, flagError(err)
 }
 
-func isDateOnly(s string) bool {
-	_, err := time.Parse("2006-01-02", s)
-	return err == nil
-}
-
-// parseRange checks --start and --end (either may be empty).
-func parseRange(start, end string) (dateRange, error) {
-	r := dateRange{start: start, end: end}
-	for _, b := range []struct {
-		flag, s string
-		day     *string
-		t       *time.Time
-	}{{"--start", start, &r.startDay, &r.startTime}, {"--end", end, &r.endDay, &r.endTime}} {
-		switch {
-		case b.s == "":
-		case isDateOnly(b.s):
-			*b.day = b.s
-		default:
-			t, err := time.Parse(time.RFC3339, b.s)
-			if err != nil {
-				return r, exitWith(exitUsage, "%s %q: want YYYY-MM-DD (whole days by ds) or RFC 3339 (an exact logical date)", b.flag, b.s)
-			}
-			*b.t = t
-		}
-	}
-	if start != "" && end != "" {
-		from, to := r.bounds(time.UTC)
-		if to.Before(from) {
-			return r, exitWith(exitUsage, "--end %s is before --start %s", end, start)
-		}
-	}
-	return r, nil
-}
-
-// bounds are the window's logical dates in loc, both inclusive (zero where
-// unbounded): from the first moment of the start day to the last moment
-// of the end day for dates.
-func (r dateRange) bounds(loc *time.Location) (from, to time.Time) {
-	if r.startDay != "" {
-		from, _ = time.ParseInLocation("2006-01-02", r.startDay, loc)
-	} else if !r.startTime.IsZero() {
-		from = r.startTime.In(loc)
-	}
-	if r.endDay != "" {
-		d, _ := time.ParseInLocation("2006-01-02", r.endDay, loc)
-		to = time.Date(d.Year(), d.Month(), d.Day()+1, 0, 0, 0, 0, loc).Add(-time.Nanosecond)
-	} else if !r.endTime.IsZero() {
-		to = r.endTime.In(loc)
-	}
-	return from, to
-}
-
-// contains reports whether a run (its ds and logical date) is in the window.
-func (r dateRange) contains(ds string, logical time.Time) bool {
+// flagError spells a window error of package timetable as the flags were
+// given: a usage error.
+func flagError(err error) error {
+	var bad *timetable.InputError
+	var order *timetable.OrderError
 	switch {
-	case r.startDay != "" && ds < r.startDay:
-		return false
-	case !r.startTime.IsZero() && logical.Before(r.startTime):
-		return false
-	case r.endDay != "" && ds > r.endDay:
-		return false
-	case !r.endTime.IsZero() && logical.After(r.endTime):
-		return false
+	case errors.As(err, &bad):
+		return exitWith(exitUsage, "--%s %q: want %s", bad.Input, bad.Value, bad.Want)
+	case errors.As(err, &order):
+		return exitWith(exitUsage, "--end %s is before --start %s", order.End, order.Start)
 	}
-	return true
+	return err
 }
 
 // positive checks a numeric flag that must be at least 1 when given.

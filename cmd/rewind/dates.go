@@ -1,8 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -10,19 +10,10 @@ import (
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/timetable"
+	"github.com/rewind-dev/rewind/web"
 )
 
 func init() { register(newDatesCmd) }
-
-// dateJSON is one element of `dates --json` (contract).
-type dateJSON struct {
-	LogicalDate       string `json:"logical_date"`
-	DS                string `json:"ds"`
-	DataIntervalStart string `json:"data_interval_start"`
-	DataIntervalEnd   string `json:"data_interval_end"`
-	Pool              string `json:"pool"`
-	Reason            string `json:"reason"`
-}
 
 func newDatesCmd(g *globals) *cobra.Command {
 	var (
@@ -43,65 +34,22 @@ Times are in the pipeline's timezone. PATH (or --path) is the workspace.`,
   rewind dates hourly_events --now 2025-03-31T00:00:00+02:00 --json`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			window, err := parseRange(start, end)
+			p, win, err := datesWindow(g, &ws, args, start, end, nowS)
 			if err != nil {
 				return err
 			}
-			path, err := g.workspace(pathArg(args[1:]))
+			dates, warnings, err := web.Dates(skew.ProbeContext(cmd.Context(), win.Now), p, win)
 			if err != nil {
-				return err
+				return exitWith(exitUsage, "%v", err)
 			}
-			w, err := ws.load(g, path)
-			if err != nil {
-				return err
-			}
-			p, err := findPipeline(w, args[0])
-			if err != nil {
-				return err
-			}
-			now := time.Now()
-			if nowS != "" {
-				if now, err = parseNow(nowS); err != nil {
-					return err
-				}
-			}
-			win := timetable.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}
-			win.From, win.To = window.bounds(p.Timezone)
-			tt, err := timetable.New(p.Schedule, p.Timezone)
-			if err != nil {
-				return exitWith(exitUsage, "pipeline %s: %v", p.Name, err)
-			}
-			var ivs []timetable.Interval
-			for iv := range tt.Intervals(win) {
-				ivs = append(ivs, iv)
-			}
-			routes, warnings := skew.DateRoutesChecked(skew.ProbeContext(cmd.Context(), now), p, ivs)
 			for _, w := range warnings {
 				fmt.Fprintln(g.stderr, "warning: "+w)
 			}
 			if asJSON {
-				out := make([]dateJSON, len(ivs))
-				for i, iv := range ivs {
-					out[i] = dateJSON{
-						LogicalDate: iv.Start.Format(time.RFC3339), DS: iv.DS(),
-						DataIntervalStart: iv.Start.Format(time.RFC3339), DataIntervalEnd: iv.End.Format(time.RFC3339),
-						Pool: routes[i].Pool, Reason: routes[i].Reason,
-					}
-				}
-				enc := json.NewEncoder(g.stdout)
-				enc.SetIndent("", "  ")
-				enc.SetEscapeHTML(false)
-				return enc.Encode(out)
+				return web.EncodeJSON(g.stdout, dates)
 			}
-			n := len(ivs)
-			for i, iv := range ivs {
-				line := fmt.Sprintf("%s  %s -> %s  %s", iv.DS(), iv.Start.Format(time.RFC3339), iv.End.Format(time.RFC3339), routes[i].Pool)
-				if routes[i].Reason != "" {
-					line += "  (" + routes[i].Reason + ")"
-				}
-				fmt.Fprintln(g.stdout, line)
-			}
-			fmt.Fprintf(g.stderr, "%d due intervals\n", n)
+			printDates(g.stdout, dates)
+			fmt.Fprintf(g.stderr, "%d due intervals\n", len(dates))
 			return nil
 		},
 	}
@@ -111,6 +59,48 @@ Times are in the pipeline's timezone. PATH (or --path) is the workspace.`,
 	c.Flags().StringVar(&nowS, "now", "", "the clock: intervals ending after it are not due (RFC 3339)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
 	return c
+}
+
+// datesWindow reads the flags of dates: the pipeline (args[0]) of the
+// workspace (args[1], or --path) and the window of its due intervals.
+func datesWindow(g *globals, ws *workspaceFlags, args []string, start, end, nowS string) (*dsl.Pipeline, timetable.Window, error) {
+	var win timetable.Window
+	window, err := parseRange(start, end)
+	if err != nil {
+		return nil, win, err
+	}
+	path, err := g.workspace(pathArg(args[1:]))
+	if err != nil {
+		return nil, win, err
+	}
+	w, err := ws.load(g, path)
+	if err != nil {
+		return nil, win, err
+	}
+	p, err := findPipeline(w, args[0])
+	if err != nil {
+		return nil, win, err
+	}
+	now := time.Now()
+	if nowS != "" {
+		if now, err = parseNow(nowS); err != nil {
+			return nil, win, err
+		}
+	}
+	win = timetable.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}
+	win.From, win.To = window.Bounds(p.Timezone)
+	return p, win, nil
+}
+
+// printDates prints one due interval a line: ds, interval, pool and why.
+func printDates(w io.Writer, dates []web.DateJSON) {
+	for _, d := range dates {
+		line := fmt.Sprintf("%s  %s -> %s  %s", d.DS, d.DataIntervalStart, d.DataIntervalEnd, d.Pool)
+		if d.Reason != "" {
+			line += "  (" + d.Reason + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
 }
 
 // findPipeline is the pipeline of the loaded workspace named name; an

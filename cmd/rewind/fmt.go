@@ -39,37 +39,9 @@ diagnostics are printed and fmt exits 2.`,
 			if err != nil {
 				return exitWith(exitUsage, "%v", err)
 			}
-			parsed := map[string]*hcl.File{}
-			var diags hcl.Diagnostics
-			var changed []string
-			for _, name := range files {
-				src, err := os.ReadFile(name)
-				if err != nil {
-					return exitWith(exitUsage, "%v", err)
-				}
-				f, fd := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
-				if f != nil {
-					parsed[name] = f
-				}
-				if fd.HasErrors() {
-					diags = append(diags, fd...)
-					continue
-				}
-				out := hclwrite.Format(src)
-				if bytes.Equal(out, src) {
-					continue
-				}
-				changed = append(changed, name)
-				if check {
-					continue
-				}
-				info, err := os.Stat(name)
-				if err != nil {
-					return exitWith(exitUsage, "%v", err)
-				}
-				if err := os.WriteFile(name, out, info.Mode().Perm()); err != nil {
-					return exitWith(exitUsage, "%v", err)
-				}
+			parsed, diags, changed, err := formatFiles(files, check)
+			if err != nil {
+				return err
 			}
 			for _, name := range changed {
 				fmt.Fprintln(g.stdout, name)
@@ -86,6 +58,43 @@ diagnostics are printed and fmt exits 2.`,
 	}
 	cmd.Flags().BoolVar(&check, "check", false, "change nothing; exit 1 if any file is not formatted")
 	return cmd
+}
+
+// formatFiles formats files in place (with check, changes nothing): the
+// files that parsed, the syntax errors, and the files whose format
+// changed (or would change).
+func formatFiles(files []string, check bool) (parsed map[string]*hcl.File, diags hcl.Diagnostics, changed []string, err error) {
+	parsed = map[string]*hcl.File{}
+	for _, name := range files {
+		src, err := os.ReadFile(name)
+		if err != nil {
+			return nil, nil, nil, exitWith(exitUsage, "%v", err)
+		}
+		f, fd := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
+		if f != nil {
+			parsed[name] = f
+		}
+		if fd.HasErrors() {
+			diags = append(diags, fd...)
+			continue
+		}
+		out := hclwrite.Format(src)
+		if bytes.Equal(out, src) {
+			continue
+		}
+		changed = append(changed, name)
+		if check {
+			continue
+		}
+		info, err := os.Stat(name)
+		if err != nil {
+			return nil, nil, nil, exitWith(exitUsage, "%v", err)
+		}
+		if err := os.WriteFile(name, out, info.Mode().Perm()); err != nil {
+			return nil, nil, nil, exitWith(exitUsage, "%v", err)
+		}
+	}
+	return parsed, diags, changed, nil
 }
 
 // hclFiles lists the *.hcl files of dir, sorted, or path itself when it is a file.

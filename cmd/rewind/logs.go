@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rewind-dev/rewind/store"
+	"github.com/rewind-dev/rewind/timetable"
 )
 
 func init() { register(newLogsCmd) }
@@ -92,7 +93,7 @@ func findRun(ctx context.Context, g *globals, st store.Store, pipeline, which st
 	var at time.Time
 	ds := ""
 	switch {
-	case isDateOnly(which):
+	case timetable.IsDay(which):
 		ds = which
 	default:
 		s := which

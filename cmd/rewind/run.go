@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -26,17 +27,20 @@ import (
 
 func init() { register(newRunCmd) }
 
+// runFlags are the flags of run.
+type runFlags struct {
+	ws            workspaceFlags
+	catchup       bool
+	pipelines     []string
+	now           string
+	quiet         bool
+	wait          bool
+	maxActiveRuns int
+	grace         time.Duration
+}
+
 func newRunCmd(g *globals) *cobra.Command {
-	var (
-		ws            workspaceFlags
-		catchup       bool
-		pipelines     []string
-		now           string
-		quiet         bool
-		wait          bool
-		maxActiveRuns int
-		grace         time.Duration
-	)
+	var f runFlags
 	c := &cobra.Command{
 		Use:   "run [PATH]",
 		Short: "Materialize the due runs and execute them",
@@ -69,103 +73,122 @@ not be read or written, 130 interrupted.`,
   rewind run --quiet /etc/rewind/pipelines     # from cron`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			nowT, err := parseNow(now)
+			o, err := f.options(cmd, g, args)
 			if err != nil {
-				return err
-			}
-			if err := positive(cmd, "max-active-runs", maxActiveRuns, "a number of runs"); err != nil {
-				return err
-			}
-			if grace < 0 {
-				return exitWith(exitUsage, "--grace %s: want a duration of 0 or more", grace)
-			}
-			path, err := g.workspace(pathArg(args))
-			if err != nil {
-				return err
-			}
-			w, err := ws.load(g, path)
-			if err != nil {
-				return err
-			}
-			for _, name := range pipelines {
-				if _, err := findPipeline(w, name); err != nil {
-					return err
-				}
-			}
-			if _, _, err := g.stateDSN(); err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			st, err := openStore(ctx, g)
-			if err != nil {
+			if o.Store, err = openStore(ctx, g); err != nil {
 				if ctx.Err() != nil {
 					return exitWith(exitInterrupt, "interrupted")
 				}
 				return err
 			}
-			defer st.Close()
-			if !quiet && slices.ContainsFunc(slices.Collect(maps.Values(w.Pools)), func(p *dsl.Pool) bool { return p.Memory > 0 || p.CPUs > 0 }) {
+			defer o.Store.Close()
+			if !f.quiet && limitsPools(o.Workspace) {
 				fmt.Fprintln(g.stderr, "info: pool limits enforced by "+executor.Enforcement())
 			}
-			prog := newProgress(g.stderr, quiet)
-			sum, err := scheduler.Run(ctx, scheduler.Options{
-				Store: st, Workspace: w, Pipelines: pipelines, Catchup: catchup, Now: nowT,
-				MaxActiveRuns: maxActiveRuns, Home: homeDir(g), Wait: wait, Grace: grace,
-				OnProgress: prog.update,
-				OnWarning: func(msg string) {
-					if !quiet {
-						fmt.Fprintln(g.stderr, "warning: "+msg)
-					}
-				},
-			})
+			prog := newProgress(g.stderr, f.quiet)
+			o.OnProgress = prog.update
+			o.OnWarning = func(msg string) {
+				if !f.quiet {
+					fmt.Fprintln(g.stderr, "warning: "+msg)
+				}
+			}
+			sum, err := scheduler.Run(ctx, o)
 			prog.finish()
-			if err != nil && ctx.Err() != nil && !store.IsUnavailable(err) {
-				// Ctrl-C while the state was being opened or read: nothing
-				// was half-done; the next 'rewind run' starts afresh.
-				return exitWith(exitInterrupt, "interrupted")
-			}
-			var busy *lease.BusyError
-			if errors.As(err, &busy) {
-				return exitWith(exitLeaseBusy, "%v", busy)
-			}
-			if sum != nil && !quiet {
-				printSummary(g.stdout, sum)
-			}
-			if err != nil {
-				if strings.HasPrefix(err.Error(), "unknown pipeline") {
-					return exitWith(exitUsage, "%v", err)
-				}
-				if sum != nil && sum.Interrupted && !store.IsUnavailable(err) {
-					return exitWith(exitInterrupt, "interrupted: %v", err)
-				}
-				return stateError(err, exitFailed)
-			}
-			if sum.Interrupted {
-				return exitWith(exitInterrupt, "interrupted: %d runs left unfinished; the next 'rewind run' resumes them", sum.Unfinished)
-			}
-			if sum.Incomplete() && quiet {
-				n := len(sum.Waiting) + len(sum.Stuck)
-				for _, h := range sum.Held {
-					n += len(h.DS)
-				}
-				return exitWith(exitFailed, "%s left unfinished (waiting for upstream data, or held by a backfill): 'rewind run' without --quiet lists them", plural(n, "run"))
-			}
-			if sum.Failed() || sum.Incomplete() {
-				return &exitError{code: exitFailed}
-			}
-			return nil
+			return f.report(ctx, g, sum, err)
 		},
 	}
-	ws.add(c)
-	c.Flags().BoolVar(&catchup, "catchup", false, "run every due interval since start_date, even for pipelines with catchup = false")
-	c.Flags().StringArrayVar(&pipelines, "pipeline", nil, "run only this pipeline (repeatable)")
-	c.Flags().StringVar(&now, "now", "", "fix the clock that decides which intervals are due (RFC 3339)")
-	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing but errors")
-	c.Flags().BoolVar(&wait, "wait", false, "wait for another rewind on the same state to finish instead of exiting with code 3")
-	c.Flags().IntVar(&maxActiveRuns, "max-active-runs", 0, "override every pipeline's max_active_runs")
-	c.Flags().DurationVar(&grace, "grace", 10*time.Second, "on Ctrl-C, how long running attempts get before they are killed")
+	f.ws.add(c)
+	c.Flags().BoolVar(&f.catchup, "catchup", false, "run every due interval since start_date, even for pipelines with catchup = false")
+	c.Flags().StringArrayVar(&f.pipelines, "pipeline", nil, "run only this pipeline (repeatable)")
+	c.Flags().StringVar(&f.now, "now", "", "fix the clock that decides which intervals are due (RFC 3339)")
+	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "print nothing but errors")
+	c.Flags().BoolVar(&f.wait, "wait", false, "wait for another rewind on the same state to finish instead of exiting with code 3")
+	c.Flags().IntVar(&f.maxActiveRuns, "max-active-runs", 0, "override every pipeline's max_active_runs")
+	c.Flags().DurationVar(&f.grace, "grace", 10*time.Second, "on Ctrl-C, how long running attempts get before they are killed")
 	return c
+}
+
+// options checks the flags and loads the workspace (args[0], or --path):
+// the options of scheduler.Run, but for its Store and callbacks.
+func (f *runFlags) options(cmd *cobra.Command, g *globals, args []string) (scheduler.Options, error) {
+	nowT, err := parseNow(f.now)
+	if err != nil {
+		return scheduler.Options{}, err
+	}
+	if err := positive(cmd, "max-active-runs", f.maxActiveRuns, "a number of runs"); err != nil {
+		return scheduler.Options{}, err
+	}
+	if f.grace < 0 {
+		return scheduler.Options{}, exitWith(exitUsage, "--grace %s: want a duration of 0 or more", f.grace)
+	}
+	path, err := g.workspace(pathArg(args))
+	if err != nil {
+		return scheduler.Options{}, err
+	}
+	w, err := f.ws.load(g, path)
+	if err != nil {
+		return scheduler.Options{}, err
+	}
+	for _, name := range f.pipelines {
+		if _, err := findPipeline(w, name); err != nil {
+			return scheduler.Options{}, err
+		}
+	}
+	if _, _, err := g.stateDSN(); err != nil {
+		return scheduler.Options{}, err
+	}
+	return scheduler.Options{
+		Workspace: w, Pipelines: f.pipelines, Catchup: f.catchup, Now: nowT,
+		MaxActiveRuns: f.maxActiveRuns, Home: homeDir(g), Wait: f.wait, Grace: f.grace,
+	}, nil
+}
+
+// limitsPools reports whether a pool of w limits memory or CPUs.
+func limitsPools(w *dsl.Workspace) bool {
+	return slices.ContainsFunc(slices.Collect(maps.Values(w.Pools)), func(p *dsl.Pool) bool { return p.Memory > 0 || p.CPUs > 0 })
+}
+
+// report prints the summary of a run and returns its exit code.
+func (f *runFlags) report(ctx context.Context, g *globals, sum *scheduler.Summary, err error) error {
+	if err != nil && ctx.Err() != nil && !store.IsUnavailable(err) {
+		// Ctrl-C while the state was being opened or read: nothing
+		// was half-done; the next 'rewind run' starts afresh.
+		return exitWith(exitInterrupt, "interrupted")
+	}
+	var busy *lease.BusyError
+	if errors.As(err, &busy) {
+		return exitWith(exitLeaseBusy, "%v", busy)
+	}
+	if sum != nil && !f.quiet {
+		printSummary(g.stdout, sum)
+	}
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "unknown pipeline") {
+			return exitWith(exitUsage, "%v", err)
+		}
+		if sum != nil && sum.Interrupted && !store.IsUnavailable(err) {
+			return exitWith(exitInterrupt, "interrupted: %v", err)
+		}
+		return stateError(err, exitFailed)
+	}
+	if sum.Interrupted {
+		return exitWith(exitInterrupt, "interrupted: %d runs left unfinished; the next 'rewind run' resumes them", sum.Unfinished)
+	}
+	if sum.Incomplete() && f.quiet {
+		n := len(sum.Waiting) + len(sum.Stuck)
+		for _, h := range sum.Held {
+			n += len(h.DS)
+		}
+		return exitWith(exitFailed, "%s left unfinished (waiting for upstream data, or held by a backfill): 'rewind run' without --quiet lists them", plural(n, "run"))
+	}
+	if sum.Failed() || sum.Incomplete() {
+		return &exitError{code: exitFailed}
+	}
+	return nil
 }
 
 // progress shows a catchup: a live bar on a terminal, a plain line every

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rewind-dev/rewind/store"
+	"github.com/rewind-dev/rewind/timetable"
 	"github.com/rewind-dev/rewind/web"
 )
 
@@ -66,32 +66,9 @@ and every attempt.`,
 			if err != nil {
 				return err
 			}
-			// --state is both the filter (a run state) and, as for every
-			// command, the state DSN (sqlite:PATH, postgres://...): the
-			// values cannot be mistaken for one another.
-			var want []store.RunState
-			for _, list := range states {
-				if isDSN(list) {
-					if g.state != "" && g.state != list {
-						return exitWith(exitUsage, "--state names two states, %s and %s: give one", g.state, list)
-					}
-					g.state = list
-					continue
-				}
-				for _, s := range strings.Split(list, ",") {
-					s = strings.TrimSpace(s)
-					if !slices.Contains(runStates, s) {
-						shown := s
-						if i := strings.Index(shown, "://"); i >= 0 {
-							shown = shown[:i] + "://..."
-						}
-						return exitWith(exitUsage, "--state %q: want a run state to filter by (%s) or the state to read (sqlite:PATH or postgres://...)", shown, strings.Join(runStates, ", "))
-					}
-					want = append(want, store.RunState(s))
-				}
-			}
-			if failed {
-				want = append(want, store.RunFailed)
+			want, err := runStateFilter(g, states, failed)
+			if err != nil {
+				return err
 			}
 			st, err := openExisting(cmd.Context(), g)
 			if err != nil {
@@ -109,36 +86,11 @@ and every attempt.`,
 			if err != nil {
 				return stateError(err, exitState)
 			}
-			var runs []store.Run
-			for _, r := range all {
-				if window.contains(r.DS, r.LogicalDate) {
-					runs = append(runs, r)
-				}
-			}
-			// --limit keeps the latest N logical dates; they are shown as
-			// the store orders runs (by pipeline, oldest first).
-			if limit > 0 && len(runs) > limit {
-				slices.SortStableFunc(runs, func(a, b store.Run) int { return a.LogicalDate.Compare(b.LogicalDate) })
-				runs = runs[len(runs)-limit:]
-				slices.SortStableFunc(runs, func(a, b store.Run) int {
-					if c := strings.Compare(a.Pipeline, b.Pipeline); c != 0 {
-						return c
-					}
-					return a.LogicalDate.Compare(b.LogicalDate)
-				})
-			}
-			home := homeDir(g)
+			runs := selectRuns(all, window, limit)
 			if asJSON {
-				out := make([]runJSON, 0, len(runs))
-				for _, r := range runs {
-					out = append(out, web.ToRunJSON(r, home))
-				}
-				enc := json.NewEncoder(g.stdout)
-				enc.SetIndent("", "  ")
-				enc.SetEscapeHTML(false)
-				return enc.Encode(out)
+				return web.EncodeJSON(g.stdout, web.RunsJSON(runs, homeDir(g)))
 			}
-			printRuns(g.stdout, runs, home)
+			printRuns(g.stdout, runs, homeDir(g))
 			return nil
 		},
 	}
@@ -150,6 +102,61 @@ and every attempt.`,
 	c.Flags().IntVar(&limit, "limit", 0, "only the latest N runs selected")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
+}
+
+// runStateFilter reads --state and --failed: the run states to list.
+// --state is both the filter (a run state) and, as for every command, the
+// state DSN (sqlite:PATH, postgres://...), which it records in g: the
+// values cannot be mistaken for one another.
+func runStateFilter(g *globals, states []string, failed bool) ([]store.RunState, error) {
+	var want []store.RunState
+	for _, list := range states {
+		if isDSN(list) {
+			if g.state != "" && g.state != list {
+				return nil, exitWith(exitUsage, "--state names two states, %s and %s: give one", g.state, list)
+			}
+			g.state = list
+			continue
+		}
+		for _, s := range strings.Split(list, ",") {
+			s = strings.TrimSpace(s)
+			if !slices.Contains(runStates, s) {
+				shown := s
+				if i := strings.Index(shown, "://"); i >= 0 {
+					shown = shown[:i] + "://..."
+				}
+				return nil, exitWith(exitUsage, "--state %q: want a run state to filter by (%s) or the state to read (sqlite:PATH or postgres://...)", shown, strings.Join(runStates, ", "))
+			}
+			want = append(want, store.RunState(s))
+		}
+	}
+	if failed {
+		want = append(want, store.RunFailed)
+	}
+	return want, nil
+}
+
+// selectRuns keeps the runs in window and, with limit, the latest limit
+// logical dates of them, shown as the store orders runs (by pipeline,
+// oldest first).
+func selectRuns(all []store.Run, window timetable.Range, limit int) []store.Run {
+	var runs []store.Run
+	for _, r := range all {
+		if window.Contains(r.DS, r.LogicalDate) {
+			runs = append(runs, r)
+		}
+	}
+	if limit > 0 && len(runs) > limit {
+		slices.SortStableFunc(runs, func(a, b store.Run) int { return a.LogicalDate.Compare(b.LogicalDate) })
+		runs = runs[len(runs)-limit:]
+		slices.SortStableFunc(runs, func(a, b store.Run) int {
+			if c := strings.Compare(a.Pipeline, b.Pipeline); c != 0 {
+				return c
+			}
+			return a.LogicalDate.Compare(b.LogicalDate)
+		})
+	}
+	return runs
 }
 
 // isDSN reports whether s names a state (sqlite:PATH, postgres://...).

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"os"
@@ -67,14 +68,8 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error
   rewind scheduler --state postgres://rewind@db/rewind --grace 1m .`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if grace < 0 {
-				return exitWith(exitUsage, "--grace %s: want a duration of 0 or more", grace)
-			}
-			if ttl < time.Second {
-				return exitWith(exitUsage, "--lease-ttl %s: want a duration of 1s or more", ttl)
-			}
-			if poll <= 0 {
-				return exitWith(exitUsage, "--poll %s: want a duration above 0", poll)
+			if err := checkDurations(grace, ttl, poll); err != nil {
+				return err
 			}
 			path, err := g.workspace(pathArg(args))
 			if err != nil {
@@ -93,23 +88,8 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			hup := make(chan os.Signal, 1)
-			signal.Notify(hup, syscall.SIGHUP)
-			defer signal.Stop(hup)
-			reload := make(chan struct{}, 1)
-			go func() {
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case <-hup:
-						select {
-						case reload <- struct{}{}:
-						default:
-						}
-					}
-				}
-			}()
+			reload, stopHUP := reloadOnHUP(ctx)
+			defer stopHUP()
 			st, err := openStore(ctx, g)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -119,11 +99,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error
 			}
 			defer st.Close()
 			out := &liveRedact{w: g.stderr, ws: w}
-			level := slog.LevelInfo
-			if quiet {
-				level = slog.LevelWarn
-			}
-			log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}))
+			log := schedulerLog(out, quiet)
 			err = daemon.Serve(ctx, daemon.ServeOptions{
 				Store: st, Path: path, LoadOptions: opts, Workspace: w, Home: homeDir(g),
 				Grace: grace, PollEvery: poll, Reload: reload, Log: log, LeaseTTL: ttl,
@@ -144,6 +120,53 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error
 	c.Flags().DurationVar(&ttl, "lease-ttl", lease.DefaultTTL, "how long the leadership and the attempts' lease.Heartbeat last without renewal: a standby takes over within it")
 	c.Flags().DurationVar(&poll, "poll", daemon.DefaultPollEvery, "how often to look at the pipeline files for changes")
 	return c
+}
+
+// checkDurations checks --grace, --lease-ttl and --poll.
+func checkDurations(grace, ttl, poll time.Duration) error {
+	switch {
+	case grace < 0:
+		return exitWith(exitUsage, "--grace %s: want a duration of 0 or more", grace)
+	case ttl < time.Second:
+		return exitWith(exitUsage, "--lease-ttl %s: want a duration of 1s or more", ttl)
+	case poll <= 0:
+		return exitWith(exitUsage, "--poll %s: want a duration above 0", poll)
+	}
+	return nil
+}
+
+// reloadOnHUP is the channel that asks the scheduler to reload its files:
+// one request stands for any number of SIGHUPs until it is taken, until ctx
+// ends. SIGHUP stays caught (a SIGHUP while stopping does not kill the
+// scheduler) until stop is called.
+func reloadOnHUP(ctx context.Context) (reload <-chan struct{}, stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	requests := make(chan struct{}, 1)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				select {
+				case requests <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return requests, func() { signal.Stop(hup) }
+}
+
+// schedulerLog is the scheduler's log: text lines on out, warnings and
+// errors only when quiet.
+func schedulerLog(out io.Writer, quiet bool) *slog.Logger {
+	level := slog.LevelInfo
+	if quiet {
+		level = slog.LevelWarn
+	}
+	return slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}))
 }
 
 // liveRedact scrubs the sensitive values of the definition in use (the

@@ -19,7 +19,12 @@ func newWatermarkCmd(g *globals) *cobra.Command {
 		Use:   "watermark",
 		Short: "Show or set a pipeline's watermark: the latest logical date up to which every run succeeded",
 	}
-	show := &cobra.Command{
+	c.AddCommand(newWatermarkShowCmd(g), newWatermarkSetCmd(g))
+	return c
+}
+
+func newWatermarkShowCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
 		Use:   "show PIPELINE",
 		Short: "Print the pipeline's watermark",
 		Args:  cobra.ExactArgs(1),
@@ -47,6 +52,9 @@ func newWatermarkCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+func newWatermarkSetCmd(g *globals) *cobra.Command {
 	var to string
 	set := &cobra.Command{
 		Use:     "set PIPELINE [--to D]",
@@ -72,14 +80,7 @@ func newWatermarkCmd(g *globals) *cobra.Command {
 			if err := knownPipeline(ctx, g, st, args[0]); err != nil {
 				return err
 			}
-			// A date is midnight in the pipeline's timezone (UTC when the
-			// workspace does not declare it).
-			loc := time.UTC
-			if ws, diags := dsl.Load(g.wsPath(), dsl.LoadOptions{Env: os.Environ()}); !diags.HasErrors() {
-				if p := ws.Pipeline(args[0]); p != nil {
-					loc = p.Timezone
-				}
-			}
+			loc := pipelineZone(g, args[0])
 			var date time.Time
 			if to != "" {
 				if date, err = parseDate("--to", to, loc); err != nil {
@@ -95,11 +96,25 @@ func newWatermarkCmd(g *globals) *cobra.Command {
 			if err := st.SetWatermark(cmd.Context(), store.SetWatermarkParams{Pipeline: args[0], LogicalDate: date, Now: time.Now()}); err != nil {
 				return stateError(err, exitState)
 			}
-			fmt.Fprintf(g.stdout, "%s: watermark %s\n", args[0], map[bool]string{true: "removed", false: date.Format(time.RFC3339)}[date.IsZero()])
+			if date.IsZero() {
+				fmt.Fprintf(g.stdout, "%s: watermark removed\n", args[0])
+			} else {
+				fmt.Fprintf(g.stdout, "%s: watermark %s\n", args[0], date.Format(time.RFC3339))
+			}
 			return nil
 		},
 	}
 	set.Flags().StringVar(&to, "to", "", "the new watermark (YYYY-MM-DD, midnight in the pipeline's timezone, or RFC 3339)")
-	c.AddCommand(show, set)
-	return c
+	return set
+}
+
+// pipelineZone is the timezone of the workspace's pipeline name, in which
+// a date is midnight: UTC when the workspace does not declare it.
+func pipelineZone(g *globals, name string) *time.Location {
+	if ws, diags := dsl.Load(g.wsPath(), dsl.LoadOptions{Env: os.Environ()}); !diags.HasErrors() {
+		if p := ws.Pipeline(name); p != nil {
+			return p.Timezone
+		}
+	}
+	return time.UTC
 }
