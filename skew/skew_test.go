@@ -61,6 +61,21 @@ func day(ds string) time.Time {
 	return d
 }
 
+// november is the pipeline's due intervals on 2025-12-01 (it starts on
+// 2025-11-01).
+func november(t *testing.T, p *dsl.Pipeline) []timetable.Interval {
+	t.Helper()
+	tt, err := timetable.New(p.Schedule, p.Timezone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ivs []timetable.Interval
+	for iv := range tt.Intervals(timetable.Window{StartDate: p.StartDate, Now: day("2025-12-01")}) {
+		ivs = append(ivs, iv)
+	}
+	return ivs
+}
+
 func rv(ds string) dsl.RunVars {
 	d := day(ds)
 	return dsl.RunVars{ID: store.RunID(store.KindScheduled, d), Pipeline: "revenue", LogicalDate: d,
@@ -114,14 +129,7 @@ func TestTaskRoutes(t *testing.T) {
 func TestDateRoutesOfNovember(t *testing.T) {
 	ws := load(t, blackFriday)
 	p := ws.Pipeline("revenue")
-	tt, err := timetable.New(p.Schedule, p.Timezone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ivs []timetable.Interval
-	for iv := range tt.Intervals(timetable.Window{StartDate: p.StartDate, Now: day("2025-12-01")}) {
-		ivs = append(ivs, iv)
-	}
+	ivs := november(t, p)
 	if len(ivs) != 30 {
 		t.Fatalf("%d intervals in November", len(ivs))
 	}
@@ -168,14 +176,7 @@ pool "large" {
 }
 `)
 	p := ws.Pipeline("events")
-	tt, err := timetable.New(p.Schedule, p.Timezone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ivs []timetable.Interval
-	for iv := range tt.Intervals(timetable.Window{StartDate: p.StartDate, Now: day("2025-12-01")}) {
-		ivs = append(ivs, iv)
-	}
+	ivs := november(t, p)
 	routes, failures := skew.DateRoutesChecked(skew.ProbeContext(context.Background(), day("2025-12-01")), p, ivs)
 	for i, r := range routes {
 		switch ds := ivs[i].DS(); ds {
