@@ -1,0 +1,446 @@
+package backfill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/skew"
+	"github.com/rewind-dev/rewind/store"
+	"github.com/rewind-dev/rewind/timetable"
+)
+
+// Reprocess behaviours of a backfill (Airflow 3's): which dates of the
+// window that already have a run are run again.
+const (
+	ReprocessNone      = "none"      // only dates without a run
+	ReprocessFailed    = "failed"    // dates without a run, and failed runs
+	ReprocessCompleted = "completed" // every date (runs in progress excepted)
+)
+
+// Backfill phases, in the order apply runs them (the seeds' plan).
+const (
+	PhasePause     = "pause"              // freeze the consumers
+	PhaseVerify    = "verify"             // every source check of every date
+	PhaseWatermark = "reset_watermarks"   // this pipeline's and its consumers'
+	PhaseRun       = "run"                // the dates, as runs of kind backfill
+	PhaseValidate  = "validate"           // the outputs' branch against main, per date
+	PhaseCutover   = "cutover"            // the window's partitions of main replaced by the branch's, old main tagged
+	PhaseRebuild   = "rebuild_downstream" // the consumers' affected dates
+	PhaseReport    = "report"             // .rewind/backfills/ID.md and notify blocks
+	PhaseDone      = "done"
+)
+
+var phases = []string{PhasePause, PhaseVerify, PhaseWatermark, PhaseRun, PhaseValidate, PhaseCutover, PhaseRebuild, PhaseReport, PhaseDone}
+
+// PlanParams say what to backfill.
+type PlanParams struct {
+	Workspace     *dsl.Workspace
+	Pipeline      string
+	Start, End    time.Time // logical dates, inclusive
+	Reprocess     string
+	Reverse       bool
+	MaxActiveRuns int       // 0: the pipeline's max_active_runs
+	Now           time.Time // only due intervals are backfilled; zero = the wall clock
+	// IncludeDownstream pauses and rebuilds every pipeline downstream
+	// (consumers of consumers too), not only the direct consumers.
+	IncludeDownstream bool
+	// Tasks restricts the backfill to these tasks of the pipeline (a
+	// schema change, a task added to the pipeline): the other tasks keep
+	// their outcome. With TaskDownstream, the tasks that depend on them,
+	// directly or not, run too.
+	Tasks          []string
+	TaskDownstream bool
+}
+
+// PlanDate is one date of a plan.
+type PlanDate struct {
+	LogicalDate string `json:"logical_date"`
+	DS          string `json:"ds"`
+	State       string `json:"state"`  // the current run's state, or "none"
+	Action      string `json:"action"` // create | reprocess | skip
+	// Result says where the date's current result lives: "main", or
+	// "branch" when it lives only on the branch of a backfill that was
+	// not cut over (cancelled, failed) or was rolled back; "none" without a
+	// successful run. Only for pipelines with outputs.
+	Result string `json:"result,omitempty"`
+	Pool   string `json:"pool"`
+	Reason string `json:"reason"`
+}
+
+// WatermarkReset is a watermark a backfill moves back.
+type WatermarkReset struct {
+	Pipeline string `json:"pipeline"`
+	Current  string `json:"current"`  // "" when none
+	ResetTo  string `json:"reset_to"` // "" when removed
+}
+
+// Plan is what a backfill will do, computed without changing anything.
+type Plan struct {
+	Pipeline string `json:"pipeline"`
+	// Paused: the pipeline is paused. apply refuses it unless
+	// IncludePaused (then the backfill's dates run, its scheduled runs
+	// stay paused).
+	Paused        bool `json:"paused"`
+	IncludePaused bool `json:"include_paused"`
+	// Outputs: the pipeline has versioned outputs, which the backfill
+	// writes to a branch and cuts over (its version of each date wins).
+	Outputs bool `json:"outputs"`
+	// Tasks: the tasks the backfill runs (empty: all of them).
+	Tasks           []string         `json:"tasks"`
+	Start           string           `json:"start"`
+	End             string           `json:"end"`
+	Reprocess       string           `json:"reprocess"`
+	Reverse         bool             `json:"reverse"`
+	MaxActiveRuns   int              `json:"max_active_runs"`
+	Dates           []PlanDate       `json:"dates"`
+	Selected        int              `json:"selected"`
+	Parallel        int              `json:"parallel"` // runs at once: max_active_runs, bounded by the pool's slots and max_active_tasks
+	Waves           int              `json:"waves"`
+	RunSeconds      float64          `json:"run_seconds"`      // median duration of a past run
+	EstimateSeconds float64          `json:"estimate_seconds"` // waves x run_seconds
+	Requires        []string         `json:"requires"`
+	Watermarks      []WatermarkReset `json:"watermarks"`
+	Downstream      []string         `json:"downstream"` // paused during the backfill, rebuilt after
+	// Rebuilt: the consumers whose window dates the backfill cleared for
+	// their rebuild (recorded by rebuild_downstream, before unpausing them).
+	Rebuilt []string `json:"rebuilt,omitempty"`
+}
+
+// MakePlan computes a backfill plan from the workspace and the state.
+func MakePlan(ctx context.Context, st store.Store, pp PlanParams) (*Plan, error) {
+	def := pp.Workspace.Pipeline(pp.Pipeline)
+	if def == nil {
+		return nil, fmt.Errorf("unknown pipeline %q", pp.Pipeline)
+	}
+	switch pp.Reprocess {
+	case "":
+		pp.Reprocess = ReprocessNone
+		if len(pp.Tasks) > 0 {
+			pp.Reprocess = ReprocessCompleted // a restatement of some tasks re-runs them everywhere
+		}
+	case ReprocessNone, ReprocessFailed, ReprocessCompleted:
+	default:
+		return nil, fmt.Errorf("--reprocess %q: want none, failed or completed", pp.Reprocess)
+	}
+	if pp.End.Before(pp.Start) {
+		return nil, fmt.Errorf("--end %s is before --start %s", pp.End.Format(skew.DateOnly), pp.Start.Format(skew.DateOnly))
+	}
+	now := pp.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	maxRuns := def.MaxActiveRuns
+	if pp.MaxActiveRuns > 0 {
+		maxRuns = pp.MaxActiveRuns
+	}
+	tt, err := timetable.New(def.Schedule, def.Timezone)
+	if err != nil {
+		return nil, err
+	}
+	var ivs []timetable.Interval
+	for iv := range tt.Intervals(timetable.Window{StartDate: def.StartDate, EndDate: def.EndDate, From: pp.Start, To: pp.End, Now: now}) {
+		ivs = append(ivs, iv)
+	}
+	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{def.Name}, From: pp.Start, To: pp.End})
+	if err != nil {
+		return nil, err
+	}
+	existing := map[int64]store.Run{}
+	for _, r := range runs {
+		existing[r.LogicalDate.Unix()] = r
+	}
+	tasks, err := selectTasks(def, pp.Tasks, pp.TaskDownstream)
+	if err != nil {
+		return nil, err
+	}
+	paused := false
+	if sp, err := st.GetPipeline(ctx, def.Name); err == nil {
+		paused = sp.Paused
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	results := resultPlace(ctx, st, def)
+	stalled := stalledRun(ctx, st)
+	routes := skew.DateRoutes(ctx, def, ivs)
+	plan := &Plan{
+		Pipeline: def.Name, Paused: paused, Outputs: len(def.Outputs) > 0, Tasks: tasks, Start: pp.Start.Format(skew.DateOnly), End: pp.End.Format(skew.DateOnly),
+		Reprocess: pp.Reprocess, Reverse: pp.Reverse, MaxActiveRuns: maxRuns,
+		Dates: []PlanDate{}, Requires: []string{}, Watermarks: []WatermarkReset{}, Downstream: []string{},
+	}
+	for i, iv := range ivs {
+		d := PlanDate{LogicalDate: iv.Start.Format(time.RFC3339), DS: iv.DS(), State: "none", Action: "create",
+			Pool: routes[i].Pool, Reason: routes[i].Reason}
+		if r, ok := existing[iv.Start.Unix()]; ok {
+			d.State = string(r.State)
+			d.Action = "skip"
+			place, why := results(r)
+			d.Result = place
+			stale := stalled(r)
+			switch {
+			case (r.State == store.RunQueued || r.State == store.RunRunning) && stale != "":
+				// Held by a backfill that no longer runs: nobody will run
+				// it; this backfill takes it (a reprocess of any kind).
+				if pp.Reprocess != ReprocessNone {
+					d.Action = "reprocess"
+				}
+				d.Reason = joinReason(d.Reason, stale)
+			case r.State == store.RunQueued || r.State == store.RunRunning:
+			case pp.Reprocess == ReprocessCompleted, pp.Reprocess == ReprocessFailed && r.State == store.RunFailed:
+				d.Action = "reprocess"
+			case place == "branch":
+				// Its success lives only on a branch: main holds the
+				// version before it, which a later backfill must not take
+				// for done.
+				if pp.Reprocess == ReprocessFailed {
+					d.Action = "reprocess"
+				}
+				d.Reason = joinReason(d.Reason, why)
+			}
+		} else if len(def.Outputs) > 0 {
+			d.Result = "none"
+		}
+		if d.Action != "skip" {
+			plan.Selected++
+		}
+		plan.Dates = append(plan.Dates, d)
+	}
+	plan.Parallel = maxRuns
+	base := def.DefaultPool
+	if base == "" {
+		base = dsl.DefaultPoolName
+	}
+	if pl := pp.Workspace.Pools[base]; pl != nil && pl.Slots-pl.ReservedForScheduled < plan.Parallel {
+		plan.Parallel = pl.Slots - pl.ReservedForScheduled
+	}
+	if def.MaxActiveTasks > 0 && def.MaxActiveTasks < plan.Parallel {
+		plan.Parallel = def.MaxActiveTasks
+	}
+	if plan.Parallel > 0 {
+		plan.Waves = (plan.Selected + plan.Parallel - 1) / plan.Parallel
+	}
+	if d, err := medianRunDuration(ctx, st, def); err != nil {
+		return nil, err
+	} else {
+		plan.RunSeconds = d.Seconds()
+		plan.EstimateSeconds = float64(plan.Waves) * d.Seconds()
+	}
+	for _, r := range def.Requires {
+		plan.Requires = append(plan.Requires, r.Name+": "+r.Describe())
+	}
+	affected := []*dsl.Pipeline{def}
+	for _, c := range downstream(pp.Workspace, def.Name, pp.IncludeDownstream) {
+		plan.Downstream = append(plan.Downstream, c.Name)
+		affected = append(affected, c)
+	}
+	for _, p := range affected {
+		wr, ok, err := watermarkReset(ctx, st, p, pp.Start)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			plan.Watermarks = append(plan.Watermarks, wr)
+		}
+	}
+	redactPlan(pp.Workspace, plan)
+	return plan, nil
+}
+
+// selectTasks checks the tasks a backfill is restricted to, and adds the
+// tasks downstream of them (within the pipeline) with downstream.
+func selectTasks(def *dsl.Pipeline, names []string, downstream bool) ([]string, error) {
+	if len(names) == 0 {
+		return []string{}, nil
+	}
+	known := make([]string, len(def.Tasks))
+	for i, t := range def.Tasks {
+		known[i] = t.Name
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		if !slices.Contains(known, n) {
+			return nil, fmt.Errorf("unknown task %q of pipeline %s (known: %s)", n, def.Name, strings.Join(known, ", "))
+		}
+		want[n] = true
+	}
+	for changed := downstream; changed; {
+		changed = false
+		for _, t := range def.Tasks {
+			if want[t.Name] {
+				continue
+			}
+			for _, up := range t.DependsOn {
+				if want[up] {
+					want[t.Name], changed = true, true
+					break
+				}
+			}
+		}
+	}
+	var out []string
+	for _, t := range def.Tasks {
+		if want[t.Name] {
+			out = append(out, t.Name)
+		}
+	}
+	return out, nil
+}
+
+// resultPlace returns a function that says where a run's result lives
+// ("main", "branch", "none") and, for a branch, why: a successful run of a
+// backfill that was not cut over (cancelled, failed, still running) or
+// that was rolled back left its result on the backfill's branch only.
+func resultPlace(ctx context.Context, st store.Store, def *dsl.Pipeline) func(store.Run) (string, string) {
+	backfills := map[string]*store.Backfill{}
+	return func(r store.Run) (string, string) {
+		if len(def.Outputs) == 0 {
+			return "", ""
+		}
+		if r.State != store.RunSuccess {
+			return "none", ""
+		}
+		if r.Kind != store.KindBackfill || r.BackfillID == "" {
+			return "main", ""
+		}
+		b, ok := backfills[r.BackfillID]
+		if !ok {
+			if got, err := st.GetBackfill(ctx, r.BackfillID); err == nil {
+				b = &got
+			}
+			backfills[r.BackfillID] = b
+		}
+		switch {
+		case b == nil:
+			return "main", ""
+		case b.RolledBack:
+			return "branch", fmt.Sprintf("backfill %s was rolled back: main holds the version before it", b.ID)
+		case b.State == store.BackfillSuccess:
+			return "main", ""
+		default:
+			return "branch", fmt.Sprintf("its result is only on %s (backfill %s %s, not cut over): main holds the version before it", scheduler.BranchName(b.ID), b.ID, b.State)
+		}
+	}
+}
+
+// stalledRun returns a function that says, for a queued or running run of
+// a backfill that no longer runs (failed, cancelled, done), why it is
+// stalled ("" for any other run): no apply will run it.
+func stalledRun(ctx context.Context, st store.Store) func(store.Run) string {
+	states := map[string]store.BackfillState{}
+	return func(r store.Run) string {
+		if r.Kind != store.KindBackfill || r.BackfillID == "" || (r.State != store.RunQueued && r.State != store.RunRunning) {
+			return ""
+		}
+		state, ok := states[r.BackfillID]
+		if !ok {
+			if b, err := st.GetBackfill(ctx, r.BackfillID); err == nil {
+				state = b.State
+			}
+			states[r.BackfillID] = state
+		}
+		if state == store.BackfillRunning || state == "" {
+			return ""
+		}
+		return fmt.Sprintf("%s by backfill %s, which is %s", r.State, r.BackfillID, state)
+	}
+}
+
+func joinReason(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// redactPlan scrubs the workspace's sensitive values from the plan's text
+// (reasons, source checks): a plan is printed and stored with the backfill.
+func redactPlan(ws *dsl.Workspace, plan *Plan) {
+	if !ws.HasSecrets() {
+		return
+	}
+	for i := range plan.Dates {
+		plan.Dates[i].Pool = ws.Redact(plan.Dates[i].Pool)
+		plan.Dates[i].Reason = ws.Redact(plan.Dates[i].Reason)
+	}
+	for i := range plan.Requires {
+		plan.Requires[i] = ws.Redact(plan.Requires[i])
+	}
+}
+
+// downstream lists the consumers of a pipeline; with all, their consumers
+// too, and so on (consumes has no cycles).
+func downstream(ws *dsl.Workspace, name string, all bool) []*dsl.Pipeline {
+	var out []*dsl.Pipeline
+	seen := map[string]bool{name: true}
+	queue := []string{name}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		for _, c := range ws.Consumers(cur) {
+			if seen[c.Name] {
+				continue
+			}
+			seen[c.Name] = true
+			out = append(out, c)
+			if all {
+				queue = append(queue, c.Name)
+			}
+		}
+	}
+	return out
+}
+
+// medianRunDuration is the median wall time of the pipeline's recent
+// successful runs; without any, the sum of its tasks' median durations.
+func medianRunDuration(ctx context.Context, st store.Store, def *dsl.Pipeline) (time.Duration, error) {
+	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{def.Name}, States: []store.RunState{store.RunSuccess}})
+	if err != nil {
+		return 0, err
+	}
+	var ds []time.Duration
+	for _, r := range runs {
+		if !r.StartedAt.IsZero() && !r.EndedAt.IsZero() {
+			ds = append(ds, r.EndedAt.Sub(r.StartedAt))
+		}
+	}
+	if len(ds) > 0 {
+		return skew.MedianDuration(ds), nil
+	}
+	tasks, err := st.TaskDurations(ctx, store.TaskDurationsParams{Pipeline: def.Name, Limit: 100})
+	if err != nil {
+		return 0, err
+	}
+	var sum time.Duration
+	for _, d := range tasks {
+		sum += skew.MedianDuration(d)
+	}
+	return sum, nil
+}
+
+// watermarkReset says where a pipeline's watermark goes when the window
+// from start is re-run: back to the interval before start (removed when
+// there is none). ok is false when the watermark is already before start.
+func watermarkReset(ctx context.Context, st store.Store, p *dsl.Pipeline, start time.Time) (WatermarkReset, bool, error) {
+	wm, err := st.GetWatermark(ctx, p.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		return WatermarkReset{}, false, nil
+	}
+	if err != nil {
+		return WatermarkReset{}, false, err
+	}
+	if wm.LogicalDate.Before(start) {
+		return WatermarkReset{}, false, nil
+	}
+	wr := WatermarkReset{Pipeline: p.Name, Current: wm.LogicalDate.Format(time.RFC3339)}
+	if tt, err := timetable.New(p.Schedule, p.Timezone); err == nil {
+		if prev := tt.Prev(start); !prev.IsZero() && !prev.Before(p.StartDate) {
+			wr.ResetTo = prev.Format(time.RFC3339)
+		}
+	}
+	return wr, true, nil
+}

@@ -1,0 +1,127 @@
+package backfill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rewind-dev/rewind/lake"
+	"github.com/rewind-dev/rewind/skew"
+	"github.com/rewind-dev/rewind/store"
+)
+
+func (a *applier) report(ctx context.Context) error {
+	text, err := BackfillReport(ctx, a.o.Store, a.b, a.plan)
+	if err != nil {
+		return err
+	}
+	if len(a.def.Outputs) > 0 {
+		cs := a.res.Corrections
+		if cs == nil && len(a.selected()) > 0 { // resumed after validation: the tag holds the old main
+			if cs, err = Corrections(ctx, a.lakes, a.def, TagName(a.b.ID), "main", a.selected()); errors.Is(err, lake.ErrNoSuchRef) {
+				cs = nil // main had nothing to tag: no correction to show
+			} else if err != nil {
+				return err
+			}
+		}
+		text += "\n## Corrections of the outputs\n\n" + correctionsTable(cs)
+	}
+	// The report is stored and sent: never a sensitive value in it.
+	text = a.o.Workspace.Redact(text)
+	path := filepath.Join(a.o.Home, "backfills", a.b.ID+".md")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		return err
+	}
+	a.res.ReportPath = path
+	return notifyAll(ctx, a.o.Workspace, a.b, a.runsFailed(ctx), path, text)
+}
+
+// BackfillReport is the Markdown summary of a backfill: window, dates,
+// attempts, failures, durations, pools, downstream.
+func BackfillReport(ctx context.Context, st store.Store, b store.Backfill, plan Plan) (string, error) {
+	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{b.Pipeline}, From: b.From, To: b.To, WithTasks: true, WithAttempts: true})
+	if err != nil {
+		return "", err
+	}
+	var (
+		ok, failed, attempts int
+		failedDates          []string
+		durations            []time.Duration
+		pools                = map[string]int{}
+		first, last          time.Time
+	)
+	for _, r := range runs {
+		if r.BackfillID != b.ID {
+			continue
+		}
+		switch r.State {
+		case store.RunSuccess:
+			ok++
+		case store.RunFailed:
+			failed++
+			failedDates = append(failedDates, r.DS)
+		}
+		if !r.StartedAt.IsZero() && !r.EndedAt.IsZero() {
+			durations = append(durations, r.EndedAt.Sub(r.StartedAt))
+			if first.IsZero() || r.StartedAt.Before(first) {
+				first = r.StartedAt
+			}
+			if r.EndedAt.After(last) {
+				last = r.EndedAt
+			}
+		}
+		for _, ti := range r.Tasks {
+			for _, at := range ti.Attempts {
+				if at.StartedAt.Before(b.CreatedAt) {
+					continue // an attempt of the run before the backfill took it over
+				}
+				attempts++
+				pools[at.Pool]++
+			}
+		}
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "# Backfill %s\n\n", b.ID)
+	fmt.Fprintf(&sb, "- pipeline: %s\n- window: %s .. %s (reprocess %s%s)\n", b.Pipeline, plan.Start, plan.End, plan.Reprocess, map[bool]string{true: ", newest first", false: ""}[plan.Reverse])
+	fmt.Fprintf(&sb, "- dates: %d planned, %d succeeded, %d failed\n", plan.Selected, ok, failed)
+	fmt.Fprintf(&sb, "- attempts: %d\n", attempts)
+	if len(durations) > 0 {
+		fmt.Fprintf(&sb, "- wall clock: %s; median run %s; %d waves of up to %d runs\n", last.Sub(first).Round(time.Second), skew.MedianDuration(durations).Round(time.Millisecond), plan.Waves, plan.MaxActiveRuns)
+	}
+	names := make([]string, 0, len(pools))
+	for p := range pools {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	for _, p := range names {
+		fmt.Fprintf(&sb, "- pool %s: %d attempts\n", p, pools[p])
+	}
+	if len(plan.Watermarks) > 0 {
+		sb.WriteString("\n## Watermarks reset\n\n")
+		for _, w := range plan.Watermarks {
+			fmt.Fprintf(&sb, "- %s: %s -> %s\n", w.Pipeline, w.Current, orNone(w.ResetTo))
+		}
+	}
+	if len(plan.Downstream) > 0 {
+		fmt.Fprintf(&sb, "\n## Downstream\n\nPaused during the backfill, then rebuilt for the window: %s\n", strings.Join(plan.Downstream, ", "))
+	}
+	if failed > 0 {
+		fmt.Fprintf(&sb, "\n## Failed dates\n\n%s\n", strings.Join(failedDates, ", "))
+	}
+	return sb.String(), nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
