@@ -604,10 +604,10 @@ func TestSQLiteTaskDurationsOf10000Pipelines(t *testing.T) {
 		}
 	}
 	took := time.Since(began)
+	// That each call costs its pipeline's own attempts, not the history of
+	// all 10,000, is TestSQLiteQueryPlans's assertion (an index search);
+	// the time is only logged: a shared machine makes any bound flaky.
 	t.Logf("TaskDurations of %d pipelines: %v", pipelines, took)
-	if took > raceSlowdown*5*time.Second {
-		t.Errorf("TaskDurations of %d pipelines took %v; it must cost each pipeline's own attempts", pipelines, took)
-	}
 }
 
 // A dangling symlink at the state path is an error, not a loop.
