@@ -23,11 +23,15 @@ type completion struct {
 	adopted   bool
 	noStatus  bool
 	launchErr error
+	// node is the attempt's task instance in the cache (nil when not in
+	// scope), found when a pass records the completion.
+	node *tiNode
 }
 
 // startAll starts the processes of committed claims, then records their pids
 // in one transaction. An attempt that cannot start fails like one that
-// exited non-zero; one claimed while an interrupt arrived is given back.
+// exited non-zero; one claimed while an interrupt arrived is given back:
+// both are recorded by the next pass.
 func (e *engine) startAll(ctx context.Context, claimed []claim) error {
 	if len(claimed) == 0 {
 		return nil
@@ -41,7 +45,7 @@ func (e *engine) startAll(ctx context.Context, claimed []claim) error {
 			failed = append(failed, completion{attempt: c.attempt, res: executor.Result{Interrupted: true}})
 			continue
 		}
-		if err := e.ensureSetup(ctx, c.node.ti.Pool); err != nil {
+		if err := e.ensureSetup(ctx, c.attempt.Pool); err != nil {
 			failed = append(failed, e.launchError(c.attempt, err))
 			continue
 		}
@@ -82,14 +86,13 @@ func (e *engine) startAll(ctx context.Context, claimed []claim) error {
 			e.events <- completion{attempt: att, res: h.Wait(ctx)}
 		})
 	}
-	return e.batch(bg, func() error {
+	e.pending = append(e.pending, failed...)
+	if len(started) == 0 {
+		return nil
+	}
+	return e.base.InTx(bg, func(tx store.Store) error {
 		for _, p := range started {
-			if err := e.st.StartAttempt(bg, p); err != nil && !errors.Is(err, store.ErrConflict) {
-				return err
-			}
-		}
-		for _, c := range failed {
-			if err := e.record(bg, c); err != nil {
+			if err := tx.StartAttempt(bg, p); err != nil && !errors.Is(err, store.ErrConflict) {
 				return err
 			}
 		}
@@ -120,51 +123,6 @@ func (e *engine) release(c completion) {
 		e.local[c.attempt.Pool] = 0
 		e.poolIdle(c.attempt.Pool)
 	}
-}
-
-// record writes how an attempt ended and moves its task instance (guarded
-// on the attempt's try); the copy follows what the store accepted.
-func (e *engine) record(ctx context.Context, c completion) error {
-	if c.res.Left {
-		// A Slurm job this execution stopped waiting for: it stays running
-		// in the state, and the next rewind adopts it by its job id.
-		e.log.Info("leaving a Slurm job running: the next rewind adopts it", "attempt", c.attempt.ID, "try", c.attempt.TryNumber, "job", c.attempt.JobID)
-		return nil
-	}
-	n := e.cache.byTI[c.attempt.TaskInstanceID]
-	var task *dsl.Task
-	failures := 0
-	if n != nil {
-		task, failures = n.task, n.ti.Failures
-	}
-	now := time.Now()
-	p := attemptOutcome(c, task, failures, e.escalation(c.attempt.Pool), now)
-	p.AttemptID = c.attempt.ID
-	err := e.st.FinishAttempt(ctx, p)
-	if errors.Is(err, store.ErrConflict) {
-		e.cache.stale = true // someone else recorded it (a takeover): re-read
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if n == nil || n.ti.TryNumber != c.attempt.TryNumber {
-		e.cache.stale = true
-		return nil
-	}
-	n.ti.State = p.TaskState
-	n.ti.NextTryAt = p.NextTryAt
-	if p.CountFailure {
-		n.ti.Failures++
-	}
-	att := c.attempt
-	att.State, att.EndedAt, att.ExitCode, att.Signal = p.State, now, p.ExitCode, p.Signal
-	if att.StartedAt.IsZero() || c.res.Duration > 0 {
-		att.StartedAt = now.Add(-c.res.Duration)
-	}
-	n.hist = append(n.hist, att)
-	n.route = nil
-	return nil
 }
 
 // attemptOutcome is pure: how an attempt ended -> what the store records.
@@ -218,15 +176,6 @@ func attemptOutcome(c completion, task *dsl.Task, failures int, escalateTo strin
 		}
 	}
 	return p
-}
-
-// escalation is the pool an attempt in pool that ran out of memory is
-// retried on ("" if it escalates nowhere).
-func (e *engine) escalation(pool string) string {
-	if pl := e.o.Workspace.Pools[pool]; pl != nil {
-		return pl.EscalateTo
-	}
-	return ""
 }
 
 // retryDelay is the wait before retry number k (1-based).

@@ -12,9 +12,9 @@ import (
 )
 
 // cache is what an engine knows of the runs it drives: a copy of the store,
-// kept in step by the engine's own committed transitions and rebuilt from
-// the store (reload) whenever another command changed the state or a
-// guarded transition found the store different from the copy.
+// changed only by what a committed pass wrote (settle) and rebuilt from the
+// store (reload) whenever another command changed the state or a guarded
+// transition found the store different from the copy.
 type cache struct {
 	e      *engine
 	pipes  map[string]*pipe
@@ -22,8 +22,6 @@ type cache struct {
 	active []*runNode // admitted, unfinished
 	byTI   map[int64]*tiNode
 	byRun  map[int64]*runNode
-	// stale: the copy may differ from the store; reload before deciding.
-	stale bool
 	// held are the unfinished runs of other backfills of the selected
 	// pipelines: only their own apply runs them (Summary.Held).
 	held []store.Run
@@ -57,9 +55,11 @@ type runNode struct {
 	committing bool
 	// producersOK: every run of the pipelines this one consumes, within its
 	// data interval, has succeeded (checked until true; the state is
-	// re-read at most every producerRecheck).
+	// re-read at most every producerRecheck: external is what the last
+	// read found of the producers outside this execution).
 	producersOK      bool
 	producersChecked time.Time
+	external         bool
 	// upstreamWaiting: the last check found a producer's run unfinished
 	// or failed (the run holds no slot while none of its tasks started).
 	upstreamWaiting bool
@@ -109,8 +109,7 @@ const loadChunk = 500
 // pipeline with depends_on_past tasks, which needs the previous runs'
 // states), the paused flags, and, for pipelines with work, the durations
 // that route slow dates.
-func (c *cache) load(ctx context.Context) error {
-	st := c.e.st
+func (c *cache) load(ctx context.Context, st store.Store) error {
 	sps, err := st.ListPipelines(ctx)
 	if err != nil {
 		return err
@@ -155,7 +154,7 @@ func (c *cache) load(ctx context.Context) error {
 	for _, item := range outbox {
 		if n := c.run(item.RunID); n != nil && !n.done {
 			n.committing = true
-			c.e.commits.queue(item, n)
+			c.e.commits.queue(c.e.commitJob(item, n))
 		}
 	}
 	c.recount()
@@ -176,12 +175,12 @@ func (c *cache) run(id int64) *runNode { return c.byRun[id] }
 
 // reload rebuilds the copy from the store. Attempts in flight are found
 // again by their task instance ids.
-func (c *cache) reload(ctx context.Context) error {
+func (c *cache) reload(ctx context.Context, st store.Store) error {
 	for _, p := range c.order {
 		p.queued, p.all, p.activeRuns, p.activeFills = nil, nil, 0, 0
 	}
-	c.active, c.byTI, c.byRun, c.stale, c.held = nil, map[int64]*tiNode{}, map[int64]*runNode{}, false, nil
-	return c.load(ctx)
+	c.active, c.byTI, c.byRun, c.held = nil, map[int64]*tiNode{}, map[int64]*runNode{}, nil
+	return c.load(ctx, st)
 }
 
 // recount sets the progress counts from the copy.
@@ -326,15 +325,14 @@ func (e *engine) runVars(r *runNode) dsl.RunVars {
 	}
 }
 
-// checkEpoch reloads the copy when another command changed the state.
-func (e *engine) checkEpoch(ctx context.Context) error {
-	ep, err := e.st.Epoch(ctx)
+// checkEpoch says whether another command changed the state since the
+// copy was read.
+func (e *engine) checkEpoch(ctx context.Context) (bool, error) {
+	ep, err := e.base.Epoch(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if ep != e.epoch {
-		e.epoch = ep
-		e.cache.stale = true
-	}
-	return nil
+	moved := ep != e.epoch
+	e.epoch = ep
+	return moved, nil
 }

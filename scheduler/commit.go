@@ -2,12 +2,12 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/executor"
 	"github.com/rewind-dev/rewind/store"
 )
@@ -20,10 +20,18 @@ import (
 // crash between it and the state's update neither loses nor doubles it: the
 // next rewind finds the entry, sees the key in the table, and only records.
 
-// commitJob is one outbox entry to carry out.
+// commitJob is one outbox entry to carry out: the worker reads only its
+// own copies of the run, never the cache.
 type commitJob struct {
 	item store.OutboxItem
-	run  *runNode
+	run  *runNode // the engine's, for recording the outcome
+	def  *dsl.Pipeline
+	row  store.Run
+	vars dsl.RunVars
+}
+
+func (e *engine) commitJob(item store.OutboxItem, r *runNode) commitJob {
+	return commitJob{item: item, run: r, def: r.p.def, row: r.run, vars: e.runVars(r)}
 }
 
 // commitResult is how an entry's commit went.
@@ -57,15 +65,15 @@ func newCommitter(e *engine) *committer {
 }
 
 // queue adds an entry (once).
-func (c *committer) queue(item store.OutboxItem, r *runNode) {
+func (c *committer) queue(job commitJob) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := keyOf(item)
+	k := keyOf(job.item)
 	if c.seen[k] {
 		return
 	}
 	c.seen[k] = true
-	c.pending = append(c.pending, commitJob{item: item, run: r})
+	c.pending = append(c.pending, job)
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -74,7 +82,7 @@ func (c *committer) queue(item store.OutboxItem, r *runNode) {
 
 func (c *committer) submit(jobs []commitJob) {
 	for _, j := range jobs {
-		c.queue(j.item, j.run)
+		c.queue(j)
 	}
 }
 
@@ -85,16 +93,23 @@ func (c *committer) idle() bool {
 	return len(c.pending) == 0 && !c.inflight && len(c.results) == 0
 }
 
-// take returns the results to record.
+// take returns the results to record. Their entries stay known (a reload
+// does not queue them again) until settle says a pass recorded them.
 func (c *committer) take() []commitResult {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := c.results
 	c.results = nil
-	for _, r := range out {
+	return out
+}
+
+// settle forgets the entries of recorded results.
+func (c *committer) settle(results []commitResult) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range results {
 		delete(c.seen, keyOf(r.job.item))
 	}
-	return out
 }
 
 type outboxKey struct{ id, created int64 }
@@ -150,48 +165,8 @@ func (c *committer) work() {
 }
 
 func (c *committer) write(job commitJob) error {
-	e := c.e
-	r := job.run
-	key := fmt.Sprintf("%s/%d/%d/%d", r.p.def.Name, job.item.RunID, job.item.ID, job.item.CreatedAt.UnixNano())
-	return commitOutputsOnce(context.Background(), e.lakes, r.p.def, r.run, e.runVars(r), key)
-}
-
-// recordCommits records, inside the pass's transaction, the commits the
-// worker finished: the run becomes success (or failed, when its outputs
-// could not be committed) only if its task instances still say so.
-func (e *engine) recordCommits(ctx context.Context) error {
-	for _, res := range e.commits.take() {
-		r := e.cache.run(res.job.item.RunID)
-		if r == nil {
-			r = res.job.run // reloaded without it: record it all the same
-		}
-		state := store.RunSuccess
-		var failed []string
-		if res.err != nil {
-			state = store.RunFailed
-			failed = []string{res.err.Error()}
-			e.log.Error("committing the run's outputs failed", "pipeline", r.p.def.Name, "ds", r.run.DS, "error", res.err)
-			e.outputError(r, res.err)
-		}
-		now := time.Now()
-		err := e.st.CompleteCommit(ctx, store.CompleteCommitParams{OutboxID: res.job.item.ID, State: state, Now: now})
-		if errors.Is(err, store.ErrConflict) {
-			e.cache.stale = true // cleared meanwhile: it runs again
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if r.done || !r.committing {
-			e.cache.stale = true
-			continue
-		}
-		// The next pass drops the finished run from the active list.
-		if err := e.runFinished(ctx, r, state, failed, now); err != nil {
-			return err
-		}
-	}
-	return nil
+	key := fmt.Sprintf("%s/%d/%d/%d", job.def.Name, job.item.RunID, job.item.ID, job.item.CreatedAt.UnixNano())
+	return commitOutputsOnce(context.Background(), c.e.lakes, job.def, job.row, job.vars, key)
 }
 
 // outputError keeps why a run's outputs could not be committed, in

@@ -11,4 +11,15 @@
 // It never parses HCL (package dsl hands it definitions), never plans or
 // cuts over a backfill (package backfill drives it for that), and keeps
 // every state change in package store, the one source of truth.
+//
+// A pass of the engine is one transaction of the fenced store, in four
+// steps: readSnapshot reads what the pass decides on (pass.go), decide
+// turns that snapshot into commands without touching anything (decide.go,
+// decide_run.go: pure, table-tested in decide_test.go), apply carries the
+// commands out with guarded statements in the same transaction, and settle
+// updates the in-memory view (cache.go) from what apply wrote, only once
+// the transaction committed. A transaction that rolls back leaves the view
+// as it was, and the next pass reads again. The loop around passes is in
+// loop.go, attempts and their recovery in attempts.go and recover.go, the
+// commit outbox in commit.go, and what an execution reports in summary.go.
 package scheduler

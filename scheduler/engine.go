@@ -24,12 +24,16 @@ import (
 //
 //	engine.go      the execution: options, the loop, its summary
 //	cache.go       what the engine knows of the state: a cache of the runs
-//	               it drives, rebuilt from the store whenever the store says
-//	               that someone else changed it (Store.Epoch)
+//	               it drives, changed only by committed passes and rebuilt
+//	               from the store whenever the store says that someone else
+//	               changed it (Store.Epoch) or a guard found it different
 //	materialize.go which intervals get runs (a cursor per pipeline)
-//	decide.go      pure: a run's task instances in, transitions out
-//	dispatch.go    admitting runs, queueing ready task instances under the
-//	               limits, claiming queued work from the store by pool
+//	pass.go        one pass: read a snapshot in the fenced transaction,
+//	               decide, apply the commands, settle the cache after commit
+//	decide.go      pure: a snapshot in, the pass's commands out (admissions,
+//	               task moves, run finishes, queueing under the limits,
+//	               claims, outcomes of ended attempts, commit results)
+//	dispatch.go    usage, pool capacities, claims, routing
 //	attempts.go    starting attempts and recording how they ended
 //	recover.go     attempts left running by a rewind that stopped
 //	commit.go      output commits, which leave the store's transactions
@@ -129,99 +133,17 @@ type Progress struct {
 // Done is the number of finished runs.
 func (p Progress) Done() int { return p.Succeeded + p.Failed }
 
-// RunResult is a run that finished during the execution.
-type RunResult struct {
-	Pipeline    string
-	DS          string
-	LogicalDate time.Time
-	State       store.RunState
-	Duration    time.Duration
-	FailedTasks []string
-}
-
-// Summary is what an execution did.
-type Summary struct {
-	Created     int         // runs materialized
-	Finished    []RunResult // runs that finished, oldest logical date first
-	Unfinished  int         // runs in scope left queued or running (interrupted)
-	Attempts    int
-	Interrupted bool
-	Paused      []string // selected pipelines skipped because they are paused
-	Progress    Progress
-	// Waiting are the runs left waiting for upstream data when the
-	// execution ended (a producer's run failed, or has not run), oldest
-	// first; Held the runs of backfills that this execution does not run;
-	// Stuck the other runs left unfinished (a depends_on_past task whose
-	// previous run did not succeed).
-	Waiting []WaitingRun
-	Held    []HeldRuns
-	Stuck   []StuckRun
-	// Warnings are what the execution could not do as asked but went on
-	// without (a skew probe that failed: the date ran on its own pool).
-	Warnings []string
-}
-
-// WaitingRun is a run that waits for a run of a pipeline it consumes.
-type WaitingRun struct {
-	Pipeline    string
-	DS          string
-	LogicalDate time.Time
-	// Upstream is the consumed pipeline; UpstreamDS, UpstreamLogicalDate
-	// and UpstreamState its run the date waits for (state "none", and no
-	// date, when it has no run for the interval).
-	Upstream            string
-	UpstreamDS          string
-	UpstreamLogicalDate time.Time
-	UpstreamState       string
-}
-
-// HeldRuns are the unfinished runs of one backfill, which only its apply
-// runs: it is not running (stopped, failed, or on hold).
-type HeldRuns struct {
-	Pipeline      string
-	BackfillID    string
-	BackfillState string // the backfill's state; "paused" when on hold
-	DS            []string
-}
-
-// StuckRun is a run left unfinished for another reason.
-type StuckRun struct {
-	Pipeline    string
-	DS          string
-	LogicalDate time.Time
-	Waiting     []string // its unfinished tasks, "task (state)"
-}
-
-// Failed reports whether a run of the execution failed.
-func (s *Summary) Failed() bool {
-	for _, r := range s.Finished {
-		if r.State == store.RunFailed {
-			return true
-		}
-	}
-	return false
-}
-
-// Incomplete reports whether runs in scope were left unfinished by an
-// execution that was not interrupted: waiting for upstream data, held by
-// a backfill, or stuck. Not all requested runs succeeded.
-func (s *Summary) Incomplete() bool {
-	return len(s.Waiting)+len(s.Held)+len(s.Stuck) > 0
-}
-
 // engine is one execution. Its fields are a cache of the store (runs, task
 // instances) plus what only this process can know (the processes it
 // supervises).
 type engine struct {
-	o     Options
-	base  store.Store // fenced by the lease: every write checks its generation
-	st    store.Store // base, or the transaction of the current batch
+	o Options
+	// base is fenced by the lease: every write checks its generation. A
+	// pass gets its transaction explicitly.
+	base  store.Store
 	self  lease.Holder
 	log   *slog.Logger
 	cache *cache
-	// usage is the store's count of running attempts and queued task
-	// instances, read at the start of every pass.
-	usage usage
 	// limitStarts keeps each limit's recent queueing times, for its rate.
 	limitStarts map[string][]time.Time
 	pools       map[string]*poolLife
@@ -236,8 +158,11 @@ type engine struct {
 	progress    Progress
 	summary     *Summary
 	epoch       int64
-	// pending are ended attempts whose outcomes the next batch records.
-	pending []completion
+	// pending are ended attempts whose outcomes the next pass records, and
+	// committed the output commits it records; both are kept until a pass
+	// that recorded them committed.
+	pending   []completion
+	committed []commitResult
 	// journal keeps exit codes where a full disk cannot stop them
 	// (journal.go); journaled is what it held when this execution started.
 	journal   *journal
@@ -301,7 +226,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 
 	fenced := o.Store.Fenced(lease.Execution, self.ID, held.Generation)
 	e := &engine{
-		o: o, base: fenced, st: fenced, self: self, log: o.Log,
+		o: o, base: fenced, self: self, log: o.Log,
 		limitStarts: map[string][]time.Time{}, pools: map[string]*poolLife{}, local: map[string]int{},
 		probes: map[*dsl.Skew]*skew.Probes{}, lakes: NewLakes(o.Workspace),
 		events: make(chan completion, 64), summary: &Summary{}, foreign: map[int64]store.RunningAttempt{},
@@ -311,7 +236,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	e.journal = openJournal(o.Home)
 	e.journaled = e.journal.read()
 	defer e.journal.close()
-	if e.epoch, err = e.st.Epoch(ctx); err != nil {
+	if e.epoch, err = e.base.Epoch(ctx); err != nil {
 		return nil, err
 	}
 	e.cache = newCache(e, defs)
@@ -322,11 +247,12 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if err := e.materializeAll(ctx, defs); err != nil {
 		return e.summary, err
 	}
-	if err := e.cache.load(ctx); err != nil {
+	if err := e.cache.load(ctx, e.base); err != nil {
 		return e.summary, err
 	}
 	e.runProbes(ctx)
 	if err := e.recover(runCtx); err != nil {
+		e.recordNow(e.pending)
 		e.drain(o.Grace)
 		e.commits.stop()
 		return e.summary, err
@@ -365,106 +291,6 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	return e.summary, err
 }
 
-// leftovers fills the summary's Waiting, Held and Stuck from the runs of
-// the selected pipelines that are still unfinished.
-func (e *engine) leftovers(ctx context.Context) error {
-	s := e.summary
-	for _, p := range e.cache.order {
-		if p.paused && !(e.o.Backfill != nil && e.o.Backfill.IncludePaused && e.o.Backfill.Pipeline == p.def.Name) {
-			continue // reported as paused
-		}
-		for _, r := range p.all {
-			if r.done {
-				continue
-			}
-			w, ok, err := e.waitingFor(ctx, r)
-			if err != nil {
-				return err
-			}
-			if ok {
-				s.Waiting = append(s.Waiting, w)
-				continue
-			}
-			sr := StuckRun{Pipeline: p.def.Name, DS: r.run.DS, LogicalDate: r.run.LogicalDate}
-			for _, n := range r.tis {
-				if !n.ti.State.Terminal() {
-					sr.Waiting = append(sr.Waiting, fmt.Sprintf("%s (%s)", n.ti.Task, n.ti.State))
-				}
-			}
-			s.Stuck = append(s.Stuck, sr)
-		}
-	}
-	seen := map[int64]bool{}
-	byID := map[string]*HeldRuns{}
-	for _, r := range e.cache.held {
-		if seen[r.ID] {
-			continue
-		}
-		seen[r.ID] = true
-		h := byID[r.BackfillID]
-		if h == nil {
-			h = &HeldRuns{Pipeline: r.Pipeline, BackfillID: r.BackfillID, BackfillState: "unknown"}
-			if b, err := e.st.GetBackfill(ctx, r.BackfillID); err == nil {
-				h.BackfillState = string(b.State)
-				if b.OnHold && b.State == store.BackfillRunning {
-					h.BackfillState = "paused"
-				}
-			} else if !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-			byID[r.BackfillID] = h
-		}
-		h.DS = append(h.DS, r.DS)
-	}
-	for _, h := range byID {
-		sort.Strings(h.DS)
-		s.Held = append(s.Held, *h)
-	}
-	sort.Slice(s.Held, func(i, j int) bool {
-		if s.Held[i].Pipeline != s.Held[j].Pipeline {
-			return s.Held[i].Pipeline < s.Held[j].Pipeline
-		}
-		return s.Held[i].BackfillID < s.Held[j].BackfillID
-	})
-	sort.SliceStable(s.Waiting, func(i, j int) bool { return s.Waiting[i].LogicalDate.Before(s.Waiting[j].LogicalDate) })
-	sort.SliceStable(s.Stuck, func(i, j int) bool { return s.Stuck[i].LogicalDate.Before(s.Stuck[j].LogicalDate) })
-	return nil
-}
-
-// waitingFor finds the producer run an unfinished consumer run waits for:
-// the first one, by the order of consumes and logical date, within its
-// data interval that has not succeeded (read from the store: the
-// execution is over).
-func (e *engine) waitingFor(ctx context.Context, r *runNode) (WaitingRun, bool, error) {
-	w := WaitingRun{Pipeline: r.p.def.Name, DS: r.run.DS, LogicalDate: r.run.LogicalDate}
-	if len(r.p.def.Consumes) == 0 || r.producersOK {
-		return w, false, nil
-	}
-	from, to := r.run.DataIntervalStart, r.run.DataIntervalEnd
-	for _, name := range r.p.def.Consumes {
-		runs, err := e.st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{name}, From: from, To: to})
-		if err != nil {
-			return w, false, err
-		}
-		found := false
-		for _, pr := range runs {
-			if !pr.LogicalDate.Before(to) {
-				continue
-			}
-			found = true
-			if pr.State != store.RunSuccess {
-				w.Upstream, w.UpstreamDS, w.UpstreamLogicalDate, w.UpstreamState = name, pr.DS, pr.LogicalDate, string(pr.State)
-				return w, true, nil
-			}
-		}
-		if !found {
-			w.Upstream, w.UpstreamState = name, "none"
-			return w, true, nil
-		}
-	}
-	return w, false, nil
-}
-
 func selectPipelines(ws *dsl.Workspace, names []string) ([]*dsl.Pipeline, error) {
 	if len(names) == 0 {
 		return ws.Pipelines, nil
@@ -488,219 +314,12 @@ func selectPipelines(ws *dsl.Workspace, names []string) ([]*dsl.Pipeline, error)
 	return out, nil
 }
 
-// loop runs passes until every run in scope is finished, or until ctx ends
-// and the attempts it supervises have stopped.
-func (e *engine) loop(ctx context.Context) error {
-	done := ctx.Done()
-	stopping := false
-	var nextRefresh, nextEpoch time.Time
-	if e.o.Now.IsZero() {
-		nextRefresh = time.Now().Add(e.o.RefreshEvery)
-	}
-	bg := context.WithoutCancel(ctx)
-	for {
-		now := time.Now()
-		if !stopping && !nextRefresh.IsZero() && !now.Before(nextRefresh) {
-			if err := e.refresh(bg); err != nil {
-				return e.fatal(err)
-			}
-			nextRefresh = time.Now().Add(e.o.RefreshEvery)
-		}
-		if !stopping && !now.Before(nextEpoch) {
-			if err := e.checkEpoch(bg); err != nil {
-				return e.fatal(err)
-			}
-			if err := e.checkForeign(ctx); err != nil {
-				return e.fatal(err)
-			}
-			nextEpoch = time.Now().Add(epochEvery)
-		}
-		// One transaction records the finished attempts and commits, the
-		// runs admitted and finished, the task instances queued and the
-		// claims of the attempts to start; a second one records the
-		// processes started. The batch never sees ctx: an interrupt stops
-		// the next pass, it does not tear one in half.
-		var p passResult
-		err := e.batch(bg, func() error {
-			for _, c := range e.pending {
-				if err := e.record(bg, c); err != nil {
-					return err
-				}
-			}
-			if err := e.recordCommits(bg); err != nil {
-				return err
-			}
-			if stopping {
-				return nil
-			}
-			var err error
-			p, err = e.pass(bg)
-			return err
-		})
-		if errors.Is(err, store.ErrConflict) {
-			// Someone changed what this pass decided on: re-read, decide
-			// again; the outcomes are recorded by the next batch.
-			e.cache.stale = true
-			p = passResult{}
-			err = nil
-		} else {
-			e.pending = e.pending[:0]
-		}
-		if err != nil {
-			e.cache.stale = true
-			return e.fatal(err)
-		}
-		if err := e.startAll(ctx, p.claimed); err != nil {
-			return e.fatal(err)
-		}
-		e.commits.submit(p.commits)
-		if e.cache.stale && !stopping {
-			if err := e.cache.reload(bg); err != nil {
-				return e.fatal(err)
-			}
-			continue
-		}
-		if !stopping {
-			e.report()
-		}
-		idle := e.running == 0 && e.commits.idle() && (stopping || (p.nextRetry.IsZero() && len(e.foreign) == 0 && !e.waitsForUnhold()))
-		teardown, err := e.teardowns(bg, idle && stopping)
-		if err != nil {
-			e.log.Error("pool teardown failed", "error", err)
-		}
-		if idle && teardown.IsZero() {
-			return nil
-		}
-		wakeAt := teardown
-		soonest := func(t time.Time) {
-			if !t.IsZero() && (wakeAt.IsZero() || t.Before(wakeAt)) {
-				wakeAt = t
-			}
-		}
-		if !stopping {
-			soonest(p.nextRetry)
-			soonest(nextEpoch)
-			if e.running > 0 || !e.commits.idle() {
-				soonest(nextRefresh)
-			}
-		}
-		var timer *time.Timer
-		var wake <-chan time.Time
-		if !wakeAt.IsZero() {
-			timer = time.NewTimer(time.Until(wakeAt))
-			wake = timer.C
-		}
-		select {
-		case c := <-e.events:
-			e.release(c)
-			e.pending = append(e.pending, c)
-			for more := true; more; {
-				select {
-				case c := <-e.events:
-					e.release(c)
-					e.pending = append(e.pending, c)
-				default:
-					more = false
-				}
-			}
-		case <-e.commits.done:
-		case <-wake:
-		case <-done:
-			stopping = true
-			done = nil
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-	}
-}
-
-// waitsForUnhold reports whether the execution's backfill is on hold with
-// runs left: it then waits for backfill unpause rather than ending.
-func (e *engine) waitsForUnhold() bool {
-	if !e.o.Backfill.held() {
-		return false
-	}
-	for _, r := range e.cache.active {
-		if !r.done && r.run.BackfillID == e.o.Backfill.ID {
-			return true
-		}
-	}
-	for _, p := range e.cache.order {
-		for _, r := range p.queued {
-			if r.run.BackfillID == e.o.Backfill.ID {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// fatal stops the execution after an error of the state: nothing new
-// starts; the attempts that run get the grace period to end by themselves
-// (their outcomes are recorded as far as the store allows; the ones that
-// outlive it are adopted by the next rewind, which also reads the statuses
-// the store could not take).
-func (e *engine) fatal(err error) error {
-	for _, c := range e.pending {
-		if rerr := e.record(context.Background(), c); rerr != nil {
-			e.log.Warn("could not record an attempt: the next rewind reads its status from its log", "error", rerr)
-		}
-	}
-	e.pending = nil
-	e.drain(e.o.Grace)
-	return err
-}
-
-// batch runs fn with e.st bound to one transaction of the store.
-func (e *engine) batch(ctx context.Context, fn func() error) error {
-	return e.base.InTx(ctx, func(tx store.Store) error {
-		e.st = tx
-		defer func() { e.st = e.base }()
-		return fn()
-	})
-}
-
-// drain waits, at most for d, for the attempts this process supervises,
-// recording each outcome as far as the store allows.
-func (e *engine) drain(d time.Duration) {
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	for e.running > 0 {
-		select {
-		case c := <-e.events:
-			e.release(c)
-			if err := e.record(context.Background(), c); err != nil {
-				e.log.Warn("could not record an attempt: the next rewind reads its status from its log", "error", err)
-			}
-		case <-deadline.C:
-			e.log.Warn("leaving attempts running: the next rewind adopts them", "attempts", e.running)
-			return
-		}
-	}
-}
-
-// warn records a warning of the execution.
-func (e *engine) warn(msg string) {
-	msg = e.o.Workspace.Redact(msg)
-	e.summary.Warnings = append(e.summary.Warnings, msg)
-	if e.o.OnWarning != nil {
-		e.o.OnWarning(msg)
-	}
-}
-
-func (e *engine) report() {
-	if e.o.OnProgress != nil {
-		e.o.OnProgress(e.progress)
-	}
-}
-
 // watermarkEvery bounds how often a busy catchup recomputes a watermark.
 const watermarkEvery = time.Second
 
 func (e *engine) advanceWatermark(ctx context.Context, p *pipe, now time.Time) error {
 	p.watermarkDirty, p.watermarkAt = false, now
-	_, err := e.st.AdvanceWatermark(ctx, store.AdvanceWatermarkParams{Pipeline: p.def.Name, Now: now})
+	_, err := e.base.AdvanceWatermark(ctx, store.AdvanceWatermarkParams{Pipeline: p.def.Name, Now: now})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}

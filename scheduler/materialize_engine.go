@@ -16,9 +16,9 @@ func (e *engine) materializeAll(ctx context.Context, defs []*dsl.Pipeline) error
 		now = e.o.Clock()
 	}
 	cursors := make(map[string]time.Time, len(defs))
-	err := e.batch(ctx, func() error {
+	err := e.base.InTx(ctx, func(tx store.Store) error {
 		for _, def := range defs {
-			sp, err := e.st.UpsertPipeline(ctx, store.UpsertPipelineParams{Name: def.Name, Hash: def.Hash, Now: time.Now()})
+			sp, err := tx.UpsertPipeline(ctx, store.UpsertPipelineParams{Name: def.Name, Hash: def.Hash, Now: time.Now()})
 			if err != nil {
 				return err
 			}
@@ -40,7 +40,7 @@ func (e *engine) materializeAll(ctx context.Context, defs []*dsl.Pipeline) error
 		if paused[def.Name] {
 			continue
 		}
-		n, err := Materialize(ctx, e.st, MaterializeParams{
+		n, err := Materialize(ctx, e.base, MaterializeParams{
 			Pipeline: def, Catchup: def.Catchup || e.o.Catchup, Now: now, Cursor: cursors[def.Name],
 		})
 		e.summary.Created += n
@@ -52,30 +52,27 @@ func (e *engine) materializeAll(ctx context.Context, defs []*dsl.Pipeline) error
 }
 
 // refresh materializes the intervals that became due since the execution
-// started, and queues their runs. With the cursor it reads and writes only
-// what is new.
-func (e *engine) refresh(ctx context.Context) error {
+// started; created says that the cache is to be read again for their runs.
+// With the cursor it reads and writes only what is new.
+func (e *engine) refresh(ctx context.Context) (created bool, err error) {
 	now := e.o.Clock()
-	created := 0
+	n := 0
 	for _, p := range e.cache.order {
-		sp, err := e.st.GetPipeline(ctx, p.def.Name)
+		sp, err := e.base.GetPipeline(ctx, p.def.Name)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if p.paused = sp.Paused; p.paused {
 			continue
 		}
-		n, err := Materialize(ctx, e.st, MaterializeParams{
+		made, err := Materialize(ctx, e.base, MaterializeParams{
 			Pipeline: p.def, Catchup: p.def.Catchup || e.o.Catchup, Now: now, Cursor: sp.CatchupThrough,
 		})
 		if err != nil {
-			return err
+			return false, err
 		}
-		created += n
+		n += made
 	}
-	if created > 0 {
-		e.summary.Created += created
-		e.cache.stale = true
-	}
-	return nil
+	e.summary.Created += n
+	return n > 0, nil
 }

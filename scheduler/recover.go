@@ -20,7 +20,7 @@ import (
 
 // recover looks at every attempt the store has in state running.
 func (e *engine) recover(ctx context.Context) error {
-	stale, err := e.st.RunningAttempts(ctx)
+	stale, err := e.base.RunningAttempts(ctx)
 	if err != nil {
 		return err
 	}
@@ -28,14 +28,15 @@ func (e *engine) recover(ctx context.Context) error {
 }
 
 // checkForeign looks again at the attempts of owners that were alive: those
-// that ended are re-read, those whose owner died are taken over.
-func (e *engine) checkForeign(ctx context.Context) error {
+// that ended are re-read (ended: the cache is to be read again), those
+// whose owner died are taken over.
+func (e *engine) checkForeign(ctx context.Context) (ended bool, err error) {
 	if len(e.foreign) == 0 {
-		return nil
+		return false, nil
 	}
-	all, err := e.st.RunningAttempts(context.WithoutCancel(ctx))
+	all, err := e.base.RunningAttempts(context.WithoutCancel(ctx))
 	if err != nil {
-		return err
+		return false, err
 	}
 	still := map[int64]bool{}
 	var mine []store.RunningAttempt
@@ -48,10 +49,10 @@ func (e *engine) checkForeign(ctx context.Context) error {
 	for id := range e.foreign {
 		if !still[id] {
 			delete(e.foreign, id) // its owner recorded it: the reload shows how it ended
-			e.cache.stale = true
+			ended = true
 		}
 	}
-	return e.settleRunning(ctx, mine)
+	return ended, e.settleRunning(ctx, mine)
 }
 
 func (e *engine) settleRunning(ctx context.Context, attempts []store.RunningAttempt) error {
@@ -90,7 +91,7 @@ func (e *engine) ownerAlive(ctx context.Context, a store.RunningAttempt) (bool, 
 	if a.Owner == "" {
 		return false, nil
 	}
-	ow, err := e.st.GetOwner(ctx, a.Owner)
+	ow, err := e.base.GetOwner(ctx, a.Owner)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
@@ -119,7 +120,7 @@ func (e *engine) takeOver(ctx context.Context, a store.RunningAttempt, inScope b
 	}
 	if local && executor.Alive(pid, a.LogPath) {
 		switch {
-		case !inScope && a.Kind == store.KindBackfill && stoppedBackfillRun(bg, e.st, a.Pipeline, a.RunID):
+		case !inScope && a.Kind == store.KindBackfill && stoppedBackfillRun(bg, e.base, a.Pipeline, a.RunID):
 			// An attempt of a cancelled (or failed) backfill whose rewind
 			// died: the cancel stops it, as an apply would have.
 			e.log.Info("stopping an attempt of a stopped backfill", "pipeline", a.Pipeline, "task", a.Task, "pid", pid)
@@ -149,11 +150,11 @@ func (e *engine) takeOver(ctx context.Context, a store.RunningAttempt, inScope b
 			code := 0
 			p.State, p.TaskState, p.ExitCode = store.AttemptSuccess, store.TaskSuccess, &code
 		}
-		if err := e.st.FinishAttempt(bg, p); err != nil && !errors.Is(err, store.ErrConflict) {
+		if err := e.base.FinishAttempt(bg, p); err != nil && !errors.Is(err, store.ErrConflict) {
 			return err
 		}
 		if a.Kind == store.KindBackfill {
-			return settleStoppedBackfillRun(bg, e.st, a.Pipeline, a.RunID)
+			return settleStoppedBackfillRun(bg, e.base, a.Pipeline, a.RunID)
 		}
 		return nil
 	}
@@ -163,7 +164,8 @@ func (e *engine) takeOver(ctx context.Context, a store.RunningAttempt, inScope b
 		e.log.Info("recording the exit of an attempt of a rewind that died", "pipeline", a.Pipeline, "task", a.Task, "try", a.TryNumber, "exit_code", *c.res.ExitCode)
 	}
 	e.progress.Attempts++
-	return e.record(bg, c)
+	e.pending = append(e.pending, c) // recorded by the next pass
+	return nil
 }
 
 // stoppedBackfill returns the backfill that no longer runs (cancelled,
@@ -255,7 +257,7 @@ func (e *engine) takeOverSlurm(ctx context.Context, a store.RunningAttempt, inSc
 		switch {
 		case err != nil:
 			return true, nil // unknown: left as it is
-		case alive && a.Kind == store.KindBackfill && stoppedBackfillRun(bg, e.st, a.Pipeline, a.RunID):
+		case alive && a.Kind == store.KindBackfill && stoppedBackfillRun(bg, e.base, a.Pipeline, a.RunID):
 			e.log.Info("cancelling the Slurm job of a stopped backfill", "pipeline", a.Pipeline, "task", a.Task, "job", jobID)
 			_, _ = executor.Run(bg, executor.Command{Argv: []string{"scancel", jobID}, Timeout: time.Minute})
 			return true, nil
