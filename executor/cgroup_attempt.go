@@ -289,6 +289,15 @@ func (c *cgroup) remove() {
 			_ = removeCgroupDir(d)
 		}
 	}
+	c.release()
+}
+
+// release lets the cgroup go without removing it: its attempt runs on, and
+// the rewind that adopts it takes the lock.
+func (c *cgroup) release() {
+	if c == nil {
+		return
+	}
 	if c.lock >= 0 {
 		syscall.Close(c.lock)
 		c.lock = -1

@@ -104,6 +104,12 @@ type Spec struct {
 	Nonce string
 }
 
+// ErrLeave, as the cause of the cancellation of the context given to Wait
+// (context.WithCancelCause), leaves the attempt running: Wait returns at
+// once with Result.Left, without signalling it or removing its cgroup, and
+// the next rewind adopts it. Any other cancellation stops the attempt.
+var ErrLeave = errors.New("executor: attempt left running")
+
 // Result is how an attempt ended.
 type Result struct {
 	ExitCode    *int   // nil when killed by a signal
@@ -124,8 +130,9 @@ type Result struct {
 	// NoStatus (AdoptWait only): the attempt's processes are gone and wrote
 	// no exit status: the attempt is lost.
 	NoStatus bool
-	// Left (Slurm jobs waited for with Leave): rewind stopped waiting and
-	// the job runs on; its outcome is not known yet.
+	// Left: rewind stopped waiting and the attempt runs on (a Slurm job
+	// waited for with Leave, or any attempt whose Wait was cancelled with
+	// ErrLeave); its outcome is not known yet.
 	Left     bool
 	Duration time.Duration
 }

@@ -386,7 +386,7 @@ func AdoptSlurm(ctx context.Context, a SlurmAdoptSpec) Result {
 				AppendLine(a.LogPath, fmt.Sprintf("rewind: attempt timed out after %s; Slurm job %s cancelled", a.Timeout, a.JobID))
 			}
 		case <-ctx.Done():
-			if a.Leave && !stopped {
+			if (a.Leave || errors.Is(context.Cause(ctx), ErrLeave)) && !stopped {
 				return Result{Left: true, Duration: time.Since(firstNonZero(started, begin))}
 			}
 			if !stopped {

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -30,7 +31,14 @@ type supervision struct {
 // supervise waits for the watched wrapper to end, enforcing the limits of s,
 // then ends what is left of the attempt and removes its cgroup.
 func supervise(ctx context.Context, w *watch, s supervision) Result {
-	defer s.cg.remove()
+	left := false
+	defer func() {
+		if left {
+			s.cg.release()
+		} else {
+			s.cg.remove()
+		}
+	}()
 	if s.dog != nil {
 		defer s.dog.close()
 	}
@@ -54,10 +62,16 @@ func supervise(ctx context.Context, w *watch, s supervision) Result {
 			lastSignal = stopAll(w, s.cg, s.grace)
 		}
 	case <-ctx.Done():
-		if !w.ended() {
-			res.Interrupted, stopped = true, true
-			lastSignal = stopAll(w, s.cg, s.grace)
+		if w.ended() {
+			break
 		}
+		if errors.Is(context.Cause(ctx), ErrLeave) {
+			// Left running: the next rewind adopts it, with its limits.
+			left = true
+			return Result{Left: true, Duration: time.Since(s.start)}
+		}
+		res.Interrupted, stopped = true, true
+		lastSignal = stopAll(w, s.cg, s.grace)
 	case used := <-over:
 		if !w.ended() || s.cg != nil {
 			res.OOM, stopped = true, true

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rewind-dev/rewind/executor"
@@ -59,6 +60,8 @@ type Holder struct {
 	// (0: DefaultTTL). A standby takes over within it after this holder dies
 	// on another host.
 	TTL time.Duration
+	// node is nodeID() for Self; "" for a holder made by hand (tests).
+	node string
 }
 
 // Lifetime is how long h's leases and heartbeat last without renewal.
@@ -77,7 +80,71 @@ func Self() Holder {
 	}
 	pid := os.Getpid()
 	start, _ := executor.ProcessStart(pid)
-	return Holder{ID: host + ":" + strconv.Itoa(pid) + ":" + strconv.FormatUint(start, 10) + ":" + randomID(), Host: host, PID: pid, PIDStart: start}
+	node := nodeID()
+	return Holder{
+		ID:   host + ":" + strconv.Itoa(pid) + ":" + strconv.FormatUint(start, 10) + ":" + node + ":" + randomID(),
+		Host: host, PID: pid, PIDStart: start, node: node,
+	}
+}
+
+// nodeID names where this process's pids mean something: the boot (pids
+// and start times repeat after a reboot) and the pid namespace (containers
+// that share a host name, with host networking, each have their own pids).
+// It is part of the holder id, and so of every lease and owner row.
+func nodeID() string {
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	b := strings.ReplaceAll(strings.TrimSpace(string(boot)), "-", "")
+	if len(b) > 12 {
+		b = b[:12]
+	}
+	ns, _ := os.Readlink("/proc/self/ns/pid") // "pid:[4026531836]"
+	ns = strings.TrimSuffix(strings.TrimPrefix(ns, "pid:["), "]")
+	if b == "" {
+		b = "0"
+	}
+	if ns == "" {
+		ns = "0"
+	}
+	return b + "-" + ns
+}
+
+// nodeOf is the node part of a holder id ("" for ids of rewinds before it).
+func nodeOf(id string) string {
+	id, _, _ = strings.Cut(id, "/")
+	parts := strings.Split(id, ":")
+	if len(parts) < 5 || !strings.Contains(parts[len(parts)-2], "-") {
+		return ""
+	}
+	return parts[len(parts)-2]
+}
+
+// SameNode says whether the holder id (of a lease, an owner, an attempt's
+// owner) recorded on host is of a process whose pid h can look up: the
+// same host name, boot and pid namespace. Ids without a node (older
+// rewinds) count as of the host they name.
+func (h Holder) SameNode(id, host string) bool {
+	if host != h.Host {
+		return false
+	}
+	n := nodeOf(id)
+	return n == "" || h.node == "" || n == h.node
+}
+
+// ForExecution is h with an identity of its own for one execution: the
+// owner of the attempts that execution claims. A long-lived process (rewind
+// scheduler) runs one execution after another; when one stops on an error,
+// the next one takes its attempts over (adopts them where they run) rather
+// than take them for its own.
+func (h Holder) ForExecution() Holder {
+	h.ID += "/" + randomID()
+	return h
+}
+
+// Process says whether a holder (a lease's, an owner's) is an execution of
+// the process h is one of: it is over unless it is h itself, since a process
+// runs one execution at a time.
+func (h Holder) Process(id, host string, pid int, pidStart uint64) bool {
+	return id != h.ID && h.SameNode(id, host) && pid == h.PID && pidStart == h.PIDStart && pid != 0
 }
 
 // AcquireExecution takes the scheduler lease for h and returns it (its
@@ -132,7 +199,7 @@ func Acquire(ctx context.Context, st store.Store, name string, h Holder, poll ti
 		if ok {
 			return l, nil
 		}
-		if l.Host == h.Host && !holderAlive(l) {
+		if h.SameNode(l.Holder, l.Host) && (!holderAlive(l) || h.Process(l.Holder, l.Host, l.PID, l.PIDStart)) {
 			p.Stale = l.Holder
 			if l, ok, err = st.AcquireLease(ctx, p); err != nil {
 				return l, fmt.Errorf("acquire lease: %w", err)

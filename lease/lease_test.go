@@ -107,3 +107,45 @@ func TestKeepLease(t *testing.T) {
 		})
 	}
 }
+
+// A lease held by a process of another pid namespace (a container that
+// shares this host's name) is not taken over for its pid being unknown
+// here: its holder may well be alive. Only its expiry frees it. A lease of
+// an earlier execution of this very process is taken at once.
+func TestAcquireAcrossPidNamespaces(t *testing.T) {
+	st := openTestStore(t)
+	ctx := context.Background()
+	self := Self()
+	if nodeOf(self.ID) == "" || self.node == "" {
+		t.Fatalf("Self() has no node: %+v", self)
+	}
+	other := Holder{
+		ID:   fmt.Sprintf("%s:%d:%d:%s:%s", self.Host, 999999, 1, "0123456789ab-4026531999", "deadbeef"),
+		Host: self.Host, PID: 999999, PIDStart: 1, TTL: time.Minute,
+	}
+	if self.SameNode(other.ID, other.Host) {
+		t.Fatal("a holder of another pid namespace counts as of this node")
+	}
+	if _, err := AcquireExecution(ctx, st, other, false); err != nil {
+		t.Fatal(err)
+	}
+	var busy *BusyError
+	if _, err := AcquireExecution(ctx, st, self, false); !errors.As(err, &busy) {
+		t.Fatalf("took the lease of a live-looking holder of another pid namespace: err = %v", err)
+	}
+	// An id of a rewind before nodes, on this host with a dead pid: taken
+	// at once, as before.
+	old := Holder{ID: fmt.Sprintf("%s:%d:%d:%s", self.Host, 999998, 1, "cafecafe"), Host: self.Host, PID: 999998, PIDStart: 1, TTL: time.Minute}
+	if !self.SameNode(old.ID, old.Host) {
+		t.Fatal("an id without a node is not of this host")
+	}
+	// An earlier execution of this process: over, taken at once.
+	st2 := openTestStore(t)
+	first := self.ForExecution()
+	if _, err := AcquireExecution(ctx, st2, first, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AcquireExecution(ctx, st2, self.ForExecution(), false); err != nil {
+		t.Fatalf("the next execution of this process waits for the earlier one: %v", err)
+	}
+}

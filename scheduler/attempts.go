@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -26,6 +27,35 @@ type completion struct {
 	// node is the attempt's task instance in the cache (nil when not in
 	// scope), found when a pass records the completion.
 	node *tiNode
+	// panicked: the goroutine that waited for the attempt panicked; the
+	// execution stops and leaves the attempt to the next rewind.
+	panicked error
+}
+
+// watch waits, in a goroutine of its own, for an attempt this execution
+// supervises, and sends how it ended. Waiting stops with the attempts'
+// context (attemptsCtx): interrupted, or left running (executor.ErrLeave),
+// when nothing is sent: the next rewind adopts it. A panic is sent as such,
+// never swallowed: the execution stops rather than wait for ever.
+func (e *engine) watch(att store.Attempt, adopted bool, wait func(context.Context) executor.Result) {
+	e.wg.Go(func() {
+		c := completion{attempt: att, adopted: adopted}
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					c.panicked = fmt.Errorf("waiting for attempt %d panicked: %v\n%s", att.ID, r, debug.Stack())
+				}
+			}()
+			c.res = wait(e.attemptsCtx)
+		}()
+		if c.res.Left && c.panicked == nil && errors.Is(context.Cause(e.attemptsCtx), executor.ErrLeave) {
+			return
+		}
+		select {
+		case e.events <- c:
+		case <-e.gone:
+		}
+	})
 }
 
 // startAll starts the processes of committed claims, then records their pids
@@ -69,9 +99,7 @@ func (e *engine) startAll(ctx context.Context, claimed []claim) error {
 			att := c.attempt
 			att.JobID = sh.JobID
 			e.supervise(att.Pool)
-			e.wg.Go(func() {
-				e.events <- completion{attempt: att, res: sh.Wait(ctx)}
-			})
+			e.watch(att, false, sh.Wait)
 			continue
 		}
 		h, err := executor.Start(spec)
@@ -82,9 +110,7 @@ func (e *engine) startAll(ctx context.Context, claimed []claim) error {
 		started = append(started, store.StartAttemptParams{AttemptID: c.attempt.ID, PID: h.PID, PIDStart: h.PIDStart, Now: time.Now()})
 		att := c.attempt
 		e.supervise(att.Pool)
-		e.wg.Go(func() {
-			e.events <- completion{attempt: att, res: h.Wait(ctx)}
-		})
+		e.watch(att, false, h.Wait)
 	}
 	e.pending = append(e.pending, failed...)
 	if len(started) == 0 {

@@ -152,12 +152,20 @@ type engine struct {
 	lakes       *Lakes
 	running     int // goroutines waiting for an attempt: each sends one completion
 	events      chan completion
-	commits     *committer
-	foreign     map[int64]store.RunningAttempt // attempts owned by a live rewind elsewhere
-	wg          conc.WaitGroup
-	progress    Progress
-	summary     *Summary
-	epoch       int64
+	// attemptsCtx is what the goroutines waiting for attempts wait with:
+	// cancelled when the execution is interrupted or loses its lease (they
+	// stop their attempts), or with executor.ErrLeave when it stops on an
+	// error of the state (they leave them running, for the next rewind to
+	// adopt). gone is closed when Run returns: nothing waits for events.
+	attemptsCtx  context.Context
+	stopAttempts context.CancelCauseFunc
+	gone         chan struct{}
+	commits      *committer
+	foreign      map[int64]store.RunningAttempt // attempts owned by a live rewind elsewhere
+	wg           conc.WaitGroup
+	progress     Progress
+	summary      *Summary
+	epoch        int64
 	// pending are ended attempts whose outcomes the next pass records, and
 	// committed the output commits it records; both are kept until a pass
 	// that recorded them committed.
@@ -206,6 +214,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	if o.Holder != nil {
 		self = *o.Holder
 	}
+	self = self.ForExecution()
 	held, err := lease.AcquireExecution(ctx, o.Store, self, o.Wait)
 	if err != nil {
 		return nil, err
@@ -230,7 +239,14 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		limitStarts: map[string][]time.Time{}, pools: map[string]*poolLife{}, local: map[string]int{},
 		probes: map[*dsl.Skew]*skew.Probes{}, lakes: NewLakes(o.Workspace),
 		events: make(chan completion, 64), summary: &Summary{}, foreign: map[int64]store.RunningAttempt{},
+		gone: make(chan struct{}),
 	}
+	defer close(e.gone)
+	e.attemptsCtx, e.stopAttempts = context.WithCancelCause(context.WithoutCancel(ctx))
+	defer e.stopAttempts(context.Canceled)
+	// An interrupt or a lost lease stops the attempts (unless the
+	// execution left them running first: the first cause stands).
+	defer context.AfterFunc(runCtx, func() { e.stopAttempts(context.Cause(runCtx)) })()
 	e.progress.Started = time.Now()
 	defer e.lakes.Close()
 	e.journal = openJournal(o.Home)

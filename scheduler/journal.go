@@ -16,7 +16,10 @@ import (
 // (where both the state's commit and the wrapper's status line in the log
 // fail). Recovery reads it when an attempt's log has no status. It is a ring
 // of journalSlots records: the attempts in flight at any moment are far
-// fewer.
+// fewer. Each record carries a sequence number, and an execution goes on
+// after the newest record rather than at slot 0: the records of an
+// execution that stopped on an error survive the next ones (a long-lived
+// `rewind scheduler` runs one after another) until the ring comes round.
 
 const (
 	journalSlot  = 64 // bytes per record: "<nonce> <exit code>", padded, '\n'
@@ -26,7 +29,8 @@ const (
 
 type journal struct {
 	f    *os.File
-	next int
+	next int    // the slot of the next record
+	seq  uint64 // the sequence number of the next record
 }
 
 // openJournal opens (creating it at its full size) the journal in home. It
@@ -48,7 +52,13 @@ func openJournal(home string) *journal {
 			return nil
 		}
 	}
-	return &journal{f: f}
+	j := &journal{f: f}
+	for slot, r := range j.records() {
+		if r.seq >= j.seq {
+			j.seq, j.next = r.seq+1, (slot+1)%journalSlots
+		}
+	}
+	return j
 }
 
 // put records an attempt's exit code (best effort).
@@ -56,9 +66,10 @@ func (j *journal) put(nonce string, code int) {
 	if j == nil || nonce == "" {
 		return
 	}
-	rec := []byte(fmt.Sprintf("%-*s\n", journalSlot-1, nonce+" "+strconv.Itoa(code)))
+	rec := []byte(fmt.Sprintf("%-*s\n", journalSlot-1, strconv.FormatUint(j.seq, 10)+" "+nonce+" "+strconv.Itoa(code)))
 	_, _ = j.f.WriteAt(rec[:journalSlot], int64(j.next*journalSlot))
 	j.next = (j.next + 1) % journalSlots
+	j.seq++
 }
 
 // read returns the exit codes recorded, by nonce.
@@ -67,16 +78,40 @@ func (j *journal) read() map[string]int {
 	if j == nil {
 		return out
 	}
+	for _, r := range j.records() {
+		out[r.nonce] = r.code
+	}
+	return out
+}
+
+type journalRecord struct {
+	seq   uint64
+	nonce string
+	code  int
+}
+
+// records reads every slot ("<seq> <nonce> <code>", or "<nonce> <code>" as
+// rewinds before sequence numbers wrote them, read as sequence 0).
+func (j *journal) records() map[int]journalRecord {
+	out := map[int]journalRecord{}
 	buf := make([]byte, journalSlot*journalSlots)
 	n, _ := j.f.ReadAt(buf, 0)
-	for rec := range bytes.SplitSeq(buf[:n], []byte("\n")) {
-		nonce, code, ok := strings.Cut(strings.TrimSpace(string(bytes.Trim(rec, "\x00"))), " ")
-		if !ok || nonce == "" {
+	for slot := 0; (slot+1)*journalSlot <= n; slot++ {
+		f := strings.Fields(string(bytes.Trim(buf[slot*journalSlot:(slot+1)*journalSlot], "\x00\n ")))
+		var r journalRecord
+		if len(f) == 2 {
+			f = append([]string{"0"}, f...)
+		}
+		if len(f) != 3 {
 			continue
 		}
-		if c, err := strconv.Atoi(code); err == nil {
-			out[nonce] = c
+		seq, err1 := strconv.ParseUint(f[0], 10, 64)
+		code, err2 := strconv.Atoi(f[2])
+		if err1 != nil || err2 != nil || f[1] == "" {
+			continue
 		}
+		r.seq, r.nonce, r.code = seq, f[1], code
+		out[slot] = r
 	}
 	return out
 }

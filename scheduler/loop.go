@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/rewind-dev/rewind/executor"
 	"github.com/rewind-dev/rewind/store"
 )
 
@@ -129,11 +130,17 @@ func (e *engine) loop(ctx context.Context) error {
 		select {
 		case c := <-e.events:
 			e.release(c)
+			if c.panicked != nil {
+				return e.fatal(c.panicked)
+			}
 			e.pending = append(e.pending, c)
 			for more := true; more; {
 				select {
 				case c := <-e.events:
 					e.release(c)
+					if c.panicked != nil {
+						return e.fatal(c.panicked)
+					}
 					e.pending = append(e.pending, c)
 				default:
 					more = false
@@ -174,9 +181,9 @@ func (e *engine) waitsForUnhold() bool {
 
 // fatal stops the execution after an error of the state: nothing new
 // starts; the attempts that run get the grace period to end by themselves
-// (their outcomes are recorded as far as the store allows; the ones that
-// outlive it are adopted by the next rewind, which also reads the statuses
-// the store could not take).
+// (their outcomes are recorded as far as the store allows); the ones that
+// outlive it are left running, neither signalled nor waited for, and the
+// next rewind adopts them (and reads the statuses the store could not take).
 func (e *engine) fatal(err error) error {
 	e.recordNow(e.pending)
 	e.pending = nil
@@ -185,7 +192,8 @@ func (e *engine) fatal(err error) error {
 }
 
 // drain waits, at most for d, for the attempts this process supervises,
-// recording each outcome as far as the store allows.
+// recording each outcome as far as the store allows, then leaves the rest
+// running.
 func (e *engine) drain(d time.Duration) {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
@@ -193,12 +201,24 @@ func (e *engine) drain(d time.Duration) {
 		select {
 		case c := <-e.events:
 			e.release(c)
+			if c.panicked != nil {
+				e.log.Error("an attempt is left running: waiting for it failed", "attempt", c.attempt.ID, "error", c.panicked)
+				continue
+			}
 			e.recordNow([]completion{c})
 		case <-deadline.C:
-			e.log.Warn("leaving attempts running: the next rewind adopts them", "attempts", e.running)
+			e.leave()
 			return
 		}
 	}
+}
+
+// leave stops waiting for the attempts still running, without signalling
+// them: the next rewind adopts them.
+func (e *engine) leave() {
+	e.log.Warn("leaving attempts running: the next rewind adopts them", "attempts", e.running)
+	e.stopAttempts(executor.ErrLeave)
+	e.running = 0
 }
 
 // warn records a warning of the execution.

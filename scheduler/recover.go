@@ -98,7 +98,10 @@ func (e *engine) ownerAlive(ctx context.Context, a store.RunningAttempt) (bool, 
 	if err != nil {
 		return false, err
 	}
-	if ow.Host == e.self.Host {
+	if e.self.Process(ow.ID, ow.Host, ow.PID, ow.PIDStart) {
+		return false, nil // an earlier execution of this process: over
+	}
+	if e.self.SameNode(ow.ID, ow.Host) {
 		start, err := executor.ProcessStart(ow.PID)
 		return err == nil && (ow.PIDStart == 0 || start == ow.PIDStart), nil
 	}
@@ -113,7 +116,10 @@ func (e *engine) takeOver(ctx context.Context, a store.RunningAttempt, inScope b
 			return err
 		}
 	}
-	local := a.Host == e.self.Host
+	// machine: its log is a file here; local: its pid is one of this
+	// pid namespace and boot (containers may share a host name).
+	machine := a.Host == e.self.Host
+	local := machine && e.self.SameNode(a.Owner, a.Host)
 	pid := a.PID
 	if local && pid == 0 {
 		pid = executor.FindWrapper(a.LogPath)
@@ -133,7 +139,7 @@ func (e *engine) takeOver(ctx context.Context, a store.RunningAttempt, inScope b
 		}
 	}
 	c := completion{attempt: a.Attempt, adopted: true, noStatus: true}
-	if local || a.JobID != "" {
+	if machine || a.JobID != "" {
 		if code, ok := executor.ReadStatusNonce(a.LogPath, a.Nonce); ok {
 			c.res, c.noStatus = executor.Result{ExitCode: &code}, false
 		} else if code, ok := e.journaled[a.Nonce]; ok && a.Nonce != "" {
@@ -227,9 +233,7 @@ func (e *engine) adopt(ctx context.Context, a store.RunningAttempt, pid int) {
 	e.progress.Attempts++
 	e.supervise(a.Pool)
 	att := a.Attempt
-	e.wg.Go(func() {
-		e.events <- completion{attempt: att, adopted: true, res: executor.AdoptWait(ctx, spec)}
-	})
+	e.watch(att, true, func(ctx context.Context) executor.Result { return executor.AdoptWait(ctx, spec) })
 }
 
 // takeOverSlurm settles an attempt of a Slurm pool whose owner is gone, by
@@ -279,8 +283,6 @@ func (e *engine) takeOverSlurm(ctx context.Context, a store.RunningAttempt, inSc
 	e.supervise(a.Pool)
 	att := a.Attempt
 	att.JobID = jobID
-	e.wg.Go(func() {
-		e.events <- completion{attempt: att, adopted: true, res: executor.AdoptSlurm(ctx, spec)}
-	})
+	e.watch(att, true, func(ctx context.Context) executor.Result { return executor.AdoptSlurm(ctx, spec) })
 	return true, nil
 }
