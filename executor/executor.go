@@ -110,6 +110,18 @@ type Spec struct {
 // the next rewind adopts it. Any other cancellation stops the attempt.
 var ErrLeave = errors.New("executor: attempt left running")
 
+// Stop, as the cause of the cancellation of the context given to Wait,
+// stops the attempt with at most Grace between SIGTERM and SIGKILL, when
+// that is less than its own grace: a rewind that lost its lease must have
+// stopped its attempts before another can take over.
+type Stop struct {
+	Grace time.Duration
+	Err   error
+}
+
+func (s *Stop) Error() string { return s.Err.Error() }
+func (s *Stop) Unwrap() error { return s.Err }
+
 // Result is how an attempt ended.
 type Result struct {
 	ExitCode    *int   // nil when killed by a signal

@@ -71,7 +71,11 @@ func supervise(ctx context.Context, w *watch, s supervision) Result {
 			return Result{Left: true, Duration: time.Since(s.start)}
 		}
 		res.Interrupted, stopped = true, true
-		lastSignal = stopAll(w, s.cg, s.grace)
+		grace := s.grace
+		if st := (*Stop)(nil); errors.As(context.Cause(ctx), &st) && st.Grace < grace {
+			grace = st.Grace
+		}
+		lastSignal = stopAll(w, s.cg, grace)
 	case used := <-over:
 		if !w.ended() || s.cg != nil {
 			res.OOM, stopped = true, true

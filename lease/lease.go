@@ -191,7 +191,7 @@ func Probe(ctx context.Context, st store.Store, h Holder, wait bool, waiting fun
 // it finds another one.
 func Acquire(ctx context.Context, st store.Store, name string, h Holder, poll time.Duration, busy func(store.Lease)) (store.Lease, error) {
 	for {
-		p := store.AcquireLeaseParams{Name: name, Holder: h.ID, Host: h.Host, PID: h.PID, PIDStart: h.PIDStart, TTL: h.Lifetime(), Now: time.Now()}
+		p := store.AcquireLeaseParams{Name: name, Holder: h.ID, Host: h.Host, PID: h.PID, PIDStart: h.PIDStart, TTL: h.Lifetime()}
 		l, ok, err := st.AcquireLease(ctx, p)
 		if err != nil {
 			return l, fmt.Errorf("acquire lease: %w", err)
@@ -225,7 +225,7 @@ func Acquire(ctx context.Context, st store.Store, name string, h Holder, poll ti
 // Heartbeat says, in the store, that h is alive: the attempts it owns are
 // not taken over while its Heartbeat lasts.
 func Heartbeat(ctx context.Context, st store.Store, h Holder) error {
-	return st.Heartbeat(ctx, store.HeartbeatParams{ID: h.ID, Host: h.Host, PID: h.PID, PIDStart: h.PIDStart, TTL: h.Lifetime(), Now: time.Now()})
+	return st.Heartbeat(ctx, store.HeartbeatParams{ID: h.ID, Host: h.Host, PID: h.PID, PIDStart: h.PIDStart, TTL: h.Lifetime()})
 }
 
 func holderAlive(l store.Lease) bool {
@@ -239,31 +239,78 @@ func holderAlive(l store.Lease) bool {
 // lost: another rewind took it, or no renewal succeeded for half the TTL
 // (so the holder stops, and its attempts get their grace period, before
 // another can take over).
+//
+// Half the TTL is kept by a timer of this process, not by the state's
+// answers: every renewal has the time left until then as its deadline, and
+// a renewal that does not return by then (a partition that drops packets,
+// a server that hangs) does not hold the step-down back.
 func Keep(ctx context.Context, st store.Store, name string, h Holder, beat bool, lost func(error)) {
 	ttl := h.Lifetime()
-	lastOK := time.Now()
+	lastOK := time.Now() // when the last renewal that succeeded was sent
+	stepDown := time.NewTimer(ttl / 2)
+	defer stepDown.Stop()
 	wait := ttl / 3
+	var lastErr error // of the renewals since the last that succeeded
+	stop := func(how string) {
+		err := fmt.Errorf("no renewal of the %s lease succeeded for %s (half its TTL)%s", name, ttl/2, how)
+		if lastErr != nil {
+			err = fmt.Errorf("%w: %w", err, lastErr)
+		}
+		lost(err)
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-stepDown.C:
+			stop("")
+			return
 		case <-time.After(wait):
 		}
-		now := time.Now()
-		err := st.RenewLease(ctx, store.RenewLeaseParams{Name: name, Holder: h.ID, TTL: ttl, Now: now})
-		if err == nil && beat {
-			err = Heartbeat(ctx, st, h)
+		sent := time.Now()
+		rctx, cancel := context.WithDeadline(ctx, lastOK.Add(ttl/2))
+		done := make(chan error, 1)
+		go func() {
+			err := st.RenewLease(rctx, store.RenewLeaseParams{Name: name, Holder: h.ID, TTL: ttl})
+			if err == nil && beat {
+				err = Heartbeat(rctx, st, h)
+			}
+			done <- err
+		}()
+		var err error
+		select {
+		case err = <-done:
+		case <-stepDown.C:
+			cancel()
+			stop(": the state did not answer")
+			return
+		case <-ctx.Done():
+			cancel()
+			return
 		}
+		cancel()
 		switch {
 		case err == nil:
-			lastOK, wait = now, ttl/3
+			lastOK, wait, lastErr = sent, ttl/3, nil
+			if !stepDown.Stop() {
+				select {
+				case <-stepDown.C:
+				default:
+				}
+			}
+			stepDown.Reset(time.Until(sent.Add(ttl / 2)))
 		case ctx.Err() != nil:
 			return
-		case errors.Is(err, store.ErrConflict) || time.Since(lastOK) >= ttl/2:
+		case errors.Is(err, store.ErrConflict):
 			lost(err)
 			return
+		case time.Since(lastOK) >= ttl/2:
+			lastErr = err
+			stop("")
+			return
 		default:
-			wait = ttl / 10 // the state is unavailable for now: try again soon
+			lastErr = err
+			wait = ttl / 10
 		}
 	}
 }

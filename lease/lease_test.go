@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,11 +20,18 @@ type flakyRenew struct {
 	store.Store
 	budget atomic.Int32
 	fails  atomic.Int32
+	hang   atomic.Bool
 }
 
 var errUnreachable = fmt.Errorf("dial tcp 10.0.0.5:5432: connect: connection refused")
 
 func (f *flakyRenew) RenewLease(ctx context.Context, p store.RenewLeaseParams) error {
+	if f.hang.Load() {
+		// A partition that drops packets, with a driver that does not
+		// even honour ctx: the call returns long after.
+		time.Sleep(time.Minute)
+		return errUnreachable
+	}
 	if f.budget.Load() != 0 {
 		f.budget.Add(-1)
 		f.fails.Add(1)
@@ -74,6 +82,27 @@ func TestKeepLease(t *testing.T) {
 				}
 			case <-time.After(time.Minute):
 				t.Fatal("the lease was never reported lost")
+			}
+		}},
+		{"renewal that never returns", func(t *testing.T, f *flakyRenew, lost <-chan error) {
+			// The step-down comes from this process's timer at half the
+			// TTL after the last renewal, while the lease still holds in
+			// the state: before anyone else can take it.
+			f.hang.Store(true)
+			select {
+			case err := <-lost:
+				l, gerr := f.Store.GetLease(context.Background(), Leader)
+				if gerr != nil {
+					t.Fatal(gerr)
+				}
+				if now, _ := f.Store.Now(context.Background()); !now.Before(l.ExpiresAt) {
+					t.Fatalf("stepped down at %s, after the lease expired at %s", now, l.ExpiresAt)
+				}
+				if !strings.Contains(err.Error(), "did not answer") {
+					t.Fatalf("lost with %v", err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("a renewal that never returns held the step-down back")
 			}
 		}},
 		{"taken", func(t *testing.T, f *flakyRenew, lost <-chan error) {
@@ -147,5 +176,79 @@ func TestAcquireAcrossPidNamespaces(t *testing.T) {
 	}
 	if _, err := AcquireExecution(ctx, st2, self.ForExecution(), false); err != nil {
 		t.Fatalf("the next execution of this process waits for the earlier one: %v", err)
+	}
+}
+
+// clockSpy records the Now of every lease and heartbeat write.
+type clockSpy struct {
+	store.Store
+	mu   sync.Mutex
+	nows []time.Time
+}
+
+func (c *clockSpy) saw(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nows = append(c.nows, now)
+}
+
+func (c *clockSpy) AcquireLease(ctx context.Context, p store.AcquireLeaseParams) (store.Lease, bool, error) {
+	c.saw(p.Now)
+	return c.Store.AcquireLease(ctx, p)
+}
+
+func (c *clockSpy) RenewLease(ctx context.Context, p store.RenewLeaseParams) error {
+	c.saw(p.Now)
+	return c.Store.RenewLease(ctx, p)
+}
+
+func (c *clockSpy) Heartbeat(ctx context.Context, p store.HeartbeatParams) error {
+	c.saw(p.Now)
+	return c.Store.Heartbeat(ctx, p)
+}
+
+// No clock of a rewind process decides who leads: every lease and
+// heartbeat write leaves Now to the state's clock (the database server's),
+// so a standby whose clock runs 21 s ahead cannot find a healthy leader's
+// lease expired, and a leader whose clock is behind cannot stretch its own.
+// The store suite (LeasesOnTheStateClock) checks that a zero Now is the
+// state's time, on both backends.
+func TestClockOffsetDoesNotDecideLeadership(t *testing.T) {
+	spy := &clockSpy{Store: openTestStore(t)}
+	h := Holder{ID: "me", Host: "here", PID: 1, TTL: 1500 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := Acquire(ctx, spy, Leader, h, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := Heartbeat(ctx, spy, h); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Keep(ctx, spy, Leader, h, true, func(err error) { t.Errorf("lost: %v", err) })
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		spy.mu.Lock()
+		n := len(spy.nows)
+		spy.mu.Unlock()
+		if n >= 6 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	spy.mu.Lock()
+	defer spy.mu.Unlock()
+	if len(spy.nows) < 6 {
+		t.Fatalf("%d lease writes in a minute", len(spy.nows))
+	}
+	for i, now := range spy.nows {
+		if !now.IsZero() {
+			t.Errorf("write %d carried this process's clock (%s): the state's clock must decide", i, now)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sourcegraph/conc"
 
 	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/executor"
 	"github.com/rewind-dev/rewind/lease"
 	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/store"
@@ -230,7 +231,10 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
 	go lease.Keep(leaseCtx, o.Store, lease.Execution, self, true, func(err error) {
-		cancelRun(fmt.Errorf("lost the state lease: %w", err))
+		// Keep steps down at half the TTL after the last renewal; the
+		// attempts are stopped within a quarter more, before another
+		// rewind can take the lease (at the TTL), whatever --grace says.
+		cancelRun(&executor.Stop{Grace: self.Lifetime() / 4, Err: fmt.Errorf("lost the state lease: %w", err)})
 	})
 
 	fenced := o.Store.Fenced(lease.Execution, self.ID, held.Generation)

@@ -105,7 +105,11 @@ func (e *engine) ownerAlive(ctx context.Context, a store.RunningAttempt) (bool, 
 		start, err := executor.ProcessStart(ow.PID)
 		return err == nil && (ow.PIDStart == 0 || start == ow.PIDStart), nil
 	}
-	return ow.ExpiresAt.After(time.Now()), nil
+	now, err := e.base.Now(ctx) // the state's clock, not this machine's
+	if err != nil {
+		return false, err
+	}
+	return ow.ExpiresAt.After(now), nil
 }
 
 // takeOver settles one attempt whose owner is gone.

@@ -33,6 +33,10 @@ type dialect struct {
 	// lockTasks and lockRun read a run's task instances, and the run, FOR
 	// SHARE ($1 the run id); "" where the writer holds the whole database.
 	lockTasks, lockRun string
+	// clock reads the database server's clock, in nanoseconds since the
+	// epoch; "" where the state is a file of this machine (its clock is
+	// the one time.Now reads).
+	clock string
 	// steps are the parts of operations the dialect does its own way.
 	steps steps
 }
@@ -73,6 +77,7 @@ var (
 		collate:   ` COLLATE "C"`,
 		lockTasks: "SELECT 1 FROM task_instances WHERE run_id = $1 FOR SHARE",
 		lockRun:   "SELECT 1 FROM runs WHERE id = $1 FOR SHARE",
+		clock:     "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000",
 		steps:     pgSteps{},
 	}
 )

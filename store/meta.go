@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 )
 
 // Pipelines.
@@ -207,6 +208,32 @@ func (s *sqlStore) SetWatermark(ctx context.Context, p SetWatermarkParams) error
 
 // Leases.
 
+// Now reads the state's clock: the database server's for PostgreSQL, this
+// machine's for SQLite (a file of one machine).
+func (s *sqlStore) Now(ctx context.Context) (time.Time, error) {
+	return s.rq().clock(ctx)
+}
+
+// clock is the state's clock, read on c.
+func (c conn) clock(ctx context.Context) (time.Time, error) {
+	if c.d.clock == "" {
+		return time.Now(), nil
+	}
+	var n int64
+	if err := c.row(ctx, c.d.clock).Scan(&n); err != nil {
+		return time.Time{}, fmt.Errorf("store: read the server's clock: %w", err)
+	}
+	return time.Unix(0, n), nil
+}
+
+// stateNow is now, or the state's clock when now is zero.
+func (c conn) stateNow(ctx context.Context, now time.Time) (time.Time, error) {
+	if !now.IsZero() {
+		return now, nil
+	}
+	return c.clock(ctx)
+}
+
 // AcquireLease takes the lease in one statement: the insert succeeds when no
 // lease row exists (generation 1), and the conflict update applies only when
 // the current lease has expired (or was released), is the caller's own, or
@@ -220,6 +247,11 @@ func (s *sqlStore) AcquireLease(ctx context.Context, p AcquireLeaseParams) (Leas
 	}
 	var l Lease
 	err := s.write(ctx, func(c conn) error {
+		now, err := c.stateNow(ctx, p.Now)
+		if err != nil {
+			return err
+		}
+		p.Now = now
 		if _, err := c.exec(ctx, `
 			INSERT INTO leases (name, holder, host, pid, pid_start, expires_at, generation)
 			VALUES ($1, $2, $3, $4, $5, $6, 1)
@@ -238,7 +270,6 @@ func (s *sqlStore) AcquireLease(ctx context.Context, p AcquireLeaseParams) (Leas
 			return fmt.Errorf("store: acquire lease %s: %w", p.Name, err)
 		}
 		s.b.leaseMoved()
-		var err error
 		l, err = getLease(ctx, c, p.Name)
 		return err
 	})
@@ -286,9 +317,13 @@ func (s *sqlStore) RenewLease(ctx context.Context, p RenewLeaseParams) error {
 		return fmt.Errorf("store: renew lease %s: empty holder", p.Name)
 	}
 	return s.write(ctx, func(c conn) error {
+		now, err := c.stateNow(ctx, p.Now)
+		if err != nil {
+			return err
+		}
 		n, err := affected(c.exec(ctx,
 			"UPDATE leases SET expires_at = $1 WHERE name = $2 AND holder = $3",
-			nanos(p.Now.Add(p.TTL)), p.Name, p.Holder))
+			nanos(now.Add(p.TTL)), p.Name, p.Holder))
 		if err != nil {
 			return fmt.Errorf("store: renew lease %s: %w", p.Name, err)
 		}
@@ -349,6 +384,11 @@ func (s *sqlStore) Heartbeat(ctx context.Context, p HeartbeatParams) error {
 		return errors.New("store: heartbeat: empty owner id")
 	}
 	return s.write(ctx, func(c conn) error {
+		now, err := c.stateNow(ctx, p.Now)
+		if err != nil {
+			return err
+		}
+		p.Now = now
 		if _, err := c.exec(ctx, `
 			INSERT INTO owners (id, host, pid, pid_start, heartbeat_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)
 			ON CONFLICT (id) DO UPDATE SET

@@ -493,6 +493,12 @@ type Store interface {
 	// Epoch) and returns how many runs it handed over.
 	ReprocessRuns(ctx context.Context, p ReprocessRunsParams) (int, error)
 
+	// Now reads the state's clock: the database server's (PostgreSQL), or
+	// this machine's (SQLite, a file of one machine). Leases, heartbeats
+	// and their expiries are on it: AcquireLease, RenewLease and Heartbeat
+	// with a zero Now read it themselves, so that no client's clock decides
+	// who leads.
+	Now(ctx context.Context) (time.Time, error)
 	// AcquireLease takes the lease if it is free, expired, already held by
 	// Holder, or held by p.Stale. It returns the current lease and whether the
 	// caller holds it. Generation grows when the holder changes.

@@ -97,7 +97,7 @@ func (w *workspace) haScheduler(host string) *proc {
 	if host != "" {
 		env = append(env, "REWIND_HOST="+host)
 	}
-	return w.startEnv(env, "scheduler", "--poll", "100ms", "--lease-ttl", "3s", "--grace", "2s")
+	return w.startEnv(env, "scheduler", "--poll", "100ms", "--lease-ttl", "3s", "--grace", "1s")
 }
 
 var leadsRE = regexp.MustCompile(`time=(\S+) level=INFO msg="active: this scheduler leads"`)

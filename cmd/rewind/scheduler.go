@@ -53,6 +53,11 @@ at once, one on another host within --lease-ttl (plus a second), and
 settles the dead one's attempts: adopted where they still run (a process of
 its host, a Slurm job), otherwise run again.
 
+--grace must be under 0.4 x --lease-ttl (default: 10s, or 0.3 x
+--lease-ttl when that is less): a scheduler that loses its lease steps
+down at half the TTL and stops its attempts within the rest, before a
+standby can take over.
+
 SIGTERM or SIGINT stops it: nothing new starts, running attempts get
 --grace to end (then they are killed and recorded as interrupted; the
 next scheduler or 'rewind run' runs them again), and it exits with code 0.
@@ -65,10 +70,14 @@ Log lines go to stderr (--quiet: warnings and errors only).
 Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error
 (the files do not load at start), 4 the state could not be opened.`,
 		Example: `  rewind scheduler /etc/rewind/pipelines
-  rewind scheduler --state postgres://rewind@db/rewind --grace 1m .`,
+  rewind scheduler --state postgres://rewind@db/rewind --lease-ttl 3m --grace 1m .`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkDurations(grace, ttl, poll); err != nil {
+				return err
+			}
+			grace, err := schedulerGrace(grace, ttl, cmd.Flags().Changed("grace"))
+			if err != nil {
 				return err
 			}
 			path, err := g.workspace(pathArg(args))
@@ -116,10 +125,25 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error
 	}
 	ws.add(c)
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "log only warnings and errors")
-	c.Flags().DurationVar(&grace, "grace", 10*time.Second, "on SIGTERM/SIGINT, how long running attempts get before they are killed")
+	c.Flags().DurationVar(&grace, "grace", 10*time.Second, "on SIGTERM/SIGINT, how long running attempts get before they are killed (under 0.4 x --lease-ttl)")
 	c.Flags().DurationVar(&ttl, "lease-ttl", lease.DefaultTTL, "how long the leadership and the attempts' lease.Heartbeat last without renewal: a standby takes over within it")
 	c.Flags().DurationVar(&poll, "poll", daemon.DefaultPollEvery, "how often to look at the pipeline files for changes")
 	return c
+}
+
+// schedulerGrace checks --grace against --lease-ttl: a scheduler that
+// loses its lease steps down at TTL/2 and must have stopped its attempts
+// before a standby takes over at the TTL, so the grace is under 0.4 x TTL.
+// Not given, it is 10s or 0.3 x TTL, whichever is less.
+func schedulerGrace(grace, ttl time.Duration, given bool) (time.Duration, error) {
+	limit := ttl * 2 / 5
+	if !given {
+		return min(grace, ttl*3/10), nil
+	}
+	if grace >= limit {
+		return 0, exitWith(exitUsage, "--grace %s with --lease-ttl %s: the grace must be under 0.4 x the lease TTL (%s): a scheduler that loses its lease stops its attempts within it, before a standby takes over; lower --grace or raise --lease-ttl", grace, ttl, limit)
+	}
+	return grace, nil
 }
 
 // checkDurations checks --grace, --lease-ttl and --poll.

@@ -70,4 +70,12 @@ func TestSchedulerCommandBroken(t *testing.T) {
 	if code != exitUsage || !strings.Contains(stderr, "--lease-ttl 100ms: want a duration of 1s or more") {
 		t.Fatalf("--lease-ttl 100ms: exit %d, stderr:\n%s", code, stderr)
 	}
+	// A grace at or above 0.4 x the TTL: a scheduler that lost its lease
+	// could not have stopped its attempts before a standby takes over.
+	for _, args := range [][]string{{"--grace", "1m"}, {"--lease-ttl", "3s", "--grace", "2s"}, {"--lease-ttl", "10s", "--grace", "4s"}} {
+		code, _, stderr = w.rewind(append([]string{"scheduler"}, args...)...)
+		if code != exitUsage || !strings.Contains(stderr, "the grace must be under 0.4 x the lease TTL") {
+			t.Fatalf("%v: exit %d, stderr:\n%s", args, code, stderr)
+		}
+	}
 }

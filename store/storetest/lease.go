@@ -587,3 +587,61 @@ func testEpoch(t *testing.T, st store.Store) {
 	}
 	moved("SetPaused in a batch")
 }
+
+// With a zero Now, AcquireLease, RenewLease and Heartbeat use the state's
+// clock (Now): expiries are the state's time plus the TTL, whatever the
+// caller's clock says, and a lease expired on the state's clock is taken.
+func testLeasesOnStateClock(t *testing.T, st store.Store) {
+	before, err := st.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(before); d > time.Minute || d < -time.Minute {
+		t.Fatalf("the state's clock is %s off this machine's in a test", d)
+	}
+	ttl := 30 * time.Second
+	l, ok, err := st.AcquireLease(ctx, store.AcquireLeaseParams{Name: "clock", Holder: "a", Host: "h", PID: 1, TTL: ttl})
+	if err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	after, err := st.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within := func(what string, got time.Time) {
+		t.Helper()
+		if got.Before(before.Add(ttl)) || got.After(after.Add(ttl)) {
+			t.Errorf("%s expires at %s, want the state's time plus %s (between %s and %s)", what, got, ttl, before.Add(ttl), after.Add(ttl))
+		}
+	}
+	within("the acquired lease", l.ExpiresAt)
+	// A caller whose clock is a minute fast (it passes its own Now) takes
+	// a lease that expired by its clock only: that is what a zero Now
+	// prevents, and why callers pass none.
+	if _, ok, _ := st.AcquireLease(ctx, store.AcquireLeaseParams{Name: "clock", Holder: "b", Host: "h2", PID: 2, TTL: ttl}); ok {
+		t.Fatal("another holder took a live lease on the state's clock")
+	}
+	before = after
+	if err := st.RenewLease(ctx, store.RenewLeaseParams{Name: "clock", Holder: "a", TTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	after, _ = st.Now(ctx)
+	l, err = st.GetLease(ctx, "clock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	within("the renewed lease", l.ExpiresAt)
+	before = after
+	if err := st.Heartbeat(ctx, store.HeartbeatParams{ID: "o", Host: "h", PID: 1, TTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	after, _ = st.Now(ctx)
+	o, err := st.GetOwner(ctx, "o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	within("the heartbeat", o.ExpiresAt)
+	if o.HeartbeatAt.Before(before) || o.HeartbeatAt.After(after) {
+		t.Errorf("heartbeat at %s, want between %s and %s", o.HeartbeatAt, before, after)
+	}
+}

@@ -61,6 +61,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"WatermarkNotFound", testWatermarkNotFound},
 		{"WatermarkAfterClear", testWatermarkAfterClear},
 		{"Leases", testLeases},
+		{"LeasesOnTheStateClock", testLeasesOnStateClock},
 		{"LeaseStaleTakeover", testLeaseStale},
 		{"InTxCommitsTogether", testInTxCommit},
 		{"TaskDurations", testTaskDurations},
