@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // dialect is what differs between the databases around the shared code:
@@ -37,6 +38,9 @@ type dialect struct {
 	// epoch; "" where the state is a file of this machine (its clock is
 	// the one time.Now reads).
 	clock string
+	// callTimeout bounds every operation (a whole InTx included) where the
+	// state is a server across a network; 0 where it is a local file.
+	callTimeout time.Duration
 	// steps are the parts of operations the dialect does its own way.
 	steps steps
 }
@@ -79,6 +83,10 @@ var (
 		lockRun:   "SELECT 1 FROM runs WHERE id = $1 FOR SHARE",
 		clock:     "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1000",
 		steps:     pgSteps{},
+		// A minute: a catchup of thousands of runs is one transaction; a
+		// server that stopped answering is found sooner by the lease's own
+		// deadline (lease.Keep) and by TCP keepalives.
+		callTimeout: time.Minute,
 	}
 )
 

@@ -11,11 +11,13 @@ import (
 	"net/url"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
+	"golang.org/x/sys/unix"
 )
 
 // pgDB is the PostgreSQL backend, on database/sql with pgx's stdlib
@@ -109,6 +111,52 @@ const (
 	pgPoolLockBase = "rewind.pool:"
 )
 
+// pgSessionDefaults are set on every connection unless the DSN sets them
+// (?idle_in_transaction_session_timeout=0 turns that one off). A rewind
+// that dies or freezes (SIGSTOP, a VM paused) inside a fenced transaction
+// holds the lease row FOR SHARE: without them the server would keep that
+// backend "idle in transaction", and the standby's takeover waiting behind
+// it, until TCP notices, about two hours by the OS defaults.
+//   - idle_in_transaction_session_timeout ends such a session (and its
+//     locks) after 10 s; rewind's transactions never wait that long
+//     between statements.
+//   - lock_timeout bounds any wait for a lock (15 s), so no statement hangs
+//     behind a holder that went away some other way.
+//   - tcp_keepalives_* make the server notice a dead client machine in
+//     about 11 s.
+var pgSessionDefaults = map[string]string{
+	"application_name":                    "rewind",
+	"idle_in_transaction_session_timeout": "10s",
+	"lock_timeout":                        "15s",
+	"tcp_keepalives_idle":                 "5",
+	"tcp_keepalives_interval":             "2",
+	"tcp_keepalives_count":                "3",
+}
+
+// pgDialer dials the server with TCP keepalives (5 s idle, then every 2 s,
+// 3 probes) and TCP_USER_TIMEOUT (15 s): a server that stops answering (a
+// partition that drops packets, a dead machine) fails the calls on that
+// connection within seconds instead of the OS's retransmission timeout of
+// about 15 minutes.
+func pgDialer() *net.Dialer {
+	return &net.Dialer{
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: 2 * time.Second, Count: 3},
+		Control: func(network, _ string, c syscall.RawConn) error {
+			if !strings.HasPrefix(network, "tcp") {
+				return nil
+			}
+			var serr error
+			err := c.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(pgUserTimeout/time.Millisecond))
+			})
+			return errors.Join(err, serr)
+		},
+	}
+}
+
+// pgUserTimeout is TCP_USER_TIMEOUT on connections to the server.
+const pgUserTimeout = 15 * time.Second
+
 // pgMaxConns bounds each Store's pool of connections.
 func pgMaxConns() int { return max(4, min(16, 2*runtime.GOMAXPROCS(0))) }
 
@@ -124,9 +172,12 @@ func openPostgres(ctx context.Context, dsn string) (*pgDB, error) {
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
 	}
-	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
-		cfg.RuntimeParams["application_name"] = "rewind"
+	for name, value := range pgSessionDefaults {
+		if _, ok := cfg.RuntimeParams[name]; !ok {
+			cfg.RuntimeParams[name] = value
+		}
 	}
+	cfg.DialFunc = pgDialer().DialContext
 	// TIMESTAMP-free schema: every time is BIGINT nanoseconds, every date
 	// RFC 3339 text, so the session time zone does not matter.
 	db := stdlib.OpenDB(*cfg)

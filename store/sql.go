@@ -22,6 +22,23 @@ import (
 type sqlStore struct {
 	b backend
 	d *dialect
+	// limit, inside InTx, is the transaction's context: every statement of
+	// the transaction ends by its deadline (dialect.callTimeout).
+	limit context.Context
+}
+
+// bound gives an operation (a write, a read, a whole InTx) its deadline,
+// unless it runs inside a transaction that has one: where the state is a
+// server, no call waits for ever on a network that stopped answering.
+func (s *sqlStore) bound(ctx context.Context) (context.Context, context.Context, context.CancelFunc) {
+	if s.limit != nil {
+		return ctx, s.limit, func() {}
+	}
+	if s.d.callTimeout <= 0 {
+		return ctx, nil, func() {}
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.d.callTimeout)
+	return ctx, ctx, cancel
 }
 
 var _ Store = (*sqlStore)(nil)
@@ -82,8 +99,10 @@ func (s *sqlStore) Close() error { return s.b.Close() }
 // InTx runs fn with a Store whose operations share one transaction,
 // committed when fn returns nil and rolled back otherwise.
 func (s *sqlStore) InTx(ctx context.Context, fn func(Store) error) error {
+	ctx, limit, cancel := s.bound(ctx)
+	defer cancel()
 	return s.b.inTx(ctx, func(b backend) error {
-		return fn(&sqlStore{b: b, d: s.d})
+		return fn(&sqlStore{b: b, d: s.d, limit: limit})
 	})
 }
 
@@ -93,21 +112,31 @@ func (s *sqlStore) InTx(ctx context.Context, fn func(Store) error) error {
 // check and the commit). The view shares the store's connections (and the
 // enclosing transaction when made from InTx's Store).
 func (s *sqlStore) Fenced(lease, holder string, generation int64) Store {
-	return &sqlStore{b: s.b.fenced(fence{lease: lease, holder: holder, generation: generation}), d: s.d}
+	return &sqlStore{b: s.b.fenced(fence{lease: lease, holder: holder, generation: generation}), d: s.d, limit: s.limit}
 }
 
 // write runs fn in a write transaction of the backend.
 func (s *sqlStore) write(ctx context.Context, fn func(c conn) error) error {
-	return s.b.write(ctx, func(tx *sql.Tx) error { return fn(conn{q: tx, d: s.d}) })
+	ctx, limit, cancel := s.bound(ctx)
+	defer cancel()
+	return s.b.write(ctx, func(tx *sql.Tx) error { return fn(conn{q: tx, d: s.d, limit: limit}) })
 }
 
 // read runs fn on one snapshot.
 func (s *sqlStore) read(ctx context.Context, fn func(c conn) error) error {
-	return s.b.read(ctx, func(tx *sql.Tx) error { return fn(conn{q: tx, d: s.d}) })
+	ctx, limit, cancel := s.bound(ctx)
+	defer cancel()
+	return s.b.read(ctx, func(tx *sql.Tx) error { return fn(conn{q: tx, d: s.d, limit: limit}) })
 }
 
 // rq is where a single-statement read goes.
-func (s *sqlStore) rq() conn { return conn{q: s.b.rq(), d: s.d} }
+func (s *sqlStore) rq() conn {
+	c := conn{q: s.b.rq(), d: s.d, limit: s.limit}
+	if s.limit == nil {
+		c.timeout = s.d.callTimeout
+	}
+	return c
+}
 
 // querier is what *sql.DB and *sql.Tx share.
 type querier interface {
@@ -122,22 +151,47 @@ type querier interface {
 type conn struct {
 	q querier
 	d *dialect
+	// limit is the context of the operation or transaction the statements
+	// belong to: each ends by its deadline, and when it is cancelled. A
+	// single statement outside one gets timeout instead (0: none).
+	limit   context.Context
+	timeout time.Duration
+}
+
+// bound is ctx (the operation's own, with its values and cancellation)
+// ending no later than the statement's limit.
+func (c conn) bound(ctx context.Context) context.Context {
+	switch {
+	case c.limit != nil:
+		dl, ok := c.limit.Deadline()
+		if !ok {
+			return ctx
+		}
+		bctx, cancel := context.WithDeadline(ctx, dl)
+		context.AfterFunc(c.limit, cancel) // released with the operation
+		return bctx
+	case c.timeout > 0:
+		bctx, cancel := context.WithTimeout(ctx, c.timeout)
+		context.AfterFunc(bctx, cancel) // released at its deadline at the latest
+		return bctx
+	}
+	return ctx
 }
 
 func (c conn) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return c.q.ExecContext(ctx, c.d.rebind(query), args...)
+	return c.q.ExecContext(c.bound(ctx), c.d.rebind(query), args...)
 }
 
 func (c conn) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return c.q.QueryContext(ctx, c.d.rebind(query), args...)
+	return c.q.QueryContext(c.bound(ctx), c.d.rebind(query), args...)
 }
 
 func (c conn) row(ctx context.Context, query string, args ...any) *sql.Row {
-	return c.q.QueryRowContext(ctx, c.d.rebind(query), args...)
+	return c.q.QueryRowContext(c.bound(ctx), c.d.rebind(query), args...)
 }
 
 func (c conn) prepare(ctx context.Context, query string) (*sql.Stmt, error) {
-	return c.q.PrepareContext(ctx, c.d.rebind(query))
+	return c.q.PrepareContext(c.bound(ctx), c.d.rebind(query))
 }
 
 // args builds the argument list of a query put together in Go: add appends
