@@ -43,6 +43,8 @@ type ApplyOptions struct {
 	OnPhase    func(id, phase string)
 	OnProgress func(scheduler.Progress)
 	Log        *slog.Logger
+	// EnsureAgent is scheduler.Options.EnsureAgent for its executions.
+	EnsureAgent func() error
 }
 
 // BackfillResult is what apply did.
@@ -469,7 +471,7 @@ func (a *applier) runDates(ctx context.Context) error {
 		Home: a.o.Home, Wait: true, Grace: a.o.Grace,
 		Backfill: &scheduler.BackfillRun{ID: a.b.ID, Pipeline: a.def.Name, MaxActiveRuns: a.plan.MaxActiveRuns, Reverse: a.plan.Reverse,
 			IncludePaused: a.plan.IncludePaused, Hold: a.hold},
-		OnProgress: a.o.OnProgress, Log: a.o.Log,
+		OnProgress: a.o.OnProgress, Log: a.o.Log, EnsureAgent: a.o.EnsureAgent,
 	})
 	a.res.Summary = sum
 	if err != nil {
@@ -525,6 +527,6 @@ func (a *applier) rebuild(ctx context.Context) error {
 	if len(a.plan.Rebuilt) == 0 {
 		return nil
 	}
-	_, err := scheduler.Run(ctx, scheduler.Options{Store: a.o.Store, Workspace: a.o.Workspace, Pipelines: a.plan.Rebuilt, Now: a.o.Now, Home: a.o.Home, Wait: true, Grace: a.o.Grace, Log: a.o.Log})
+	_, err := scheduler.Run(ctx, scheduler.Options{Store: a.o.Store, Workspace: a.o.Workspace, Pipelines: a.plan.Rebuilt, Now: a.o.Now, Home: a.o.Home, Wait: true, Grace: a.o.Grace, Log: a.o.Log, EnsureAgent: a.o.EnsureAgent})
 	return err
 }

@@ -89,6 +89,8 @@ type ServeOptions struct {
 	// Holder is the identity of this scheduler in the leases and as the
 	// owner of its attempts (default Self()).
 	Holder *lease.Holder
+	// EnsureAgent is scheduler.Options.EnsureAgent for every execution.
+	EnsureAgent func() error
 	// LeaseTTL is how long the leases of this scheduler (the leadership,
 	// the execution's) and its heartbeat last without renewal (default
 	// LeaseTTL): a standby takes over within it after the active one dies.
@@ -304,7 +306,7 @@ func (s *server) execute(ctx context.Context, all bool, names []string) bool {
 	sum, err := scheduler.Run(ctx, scheduler.Options{
 		Store: s.o.Store, Workspace: s.ws, Pipelines: sel, Clock: s.o.Clock,
 		RefreshEvery: s.o.RefreshEvery, Home: s.o.Home, Wait: true, Grace: s.o.Grace, LeaveSlurmJobs: true,
-		OnWarning: s.o.OnWarning, Log: s.log, Holder: s.o.Holder,
+		OnWarning: s.o.OnWarning, Log: s.log, Holder: s.o.Holder, EnsureAgent: s.o.EnsureAgent,
 	})
 	if s.o.OnRun != nil {
 		s.o.OnRun(sum, err)

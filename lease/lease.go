@@ -118,6 +118,21 @@ func nodeOf(id string) string {
 	return parts[len(parts)-2]
 }
 
+// AgentID is the owner id of the host agent (package agent) of h's
+// machine: its host name and node.
+func (h Holder) AgentID() string { return h.Host + ":0:0:" + h.node + ":agent" }
+
+// AgentIDOf is the owner id of the host agent of the machine where the
+// holder id owner, recorded on host, runs; false for ids of rewinds before
+// nodes, whose machine has no agent.
+func AgentIDOf(owner, host string) (string, bool) {
+	n := nodeOf(owner)
+	if n == "" {
+		return "", false
+	}
+	return host + ":0:0:" + n + ":agent", true
+}
+
 // SameNode says whether the holder id (of a lease, an owner, an attempt's
 // owner) recorded on host is of a process whose pid h can look up: the
 // same host name, boot and pid namespace. Ids without a node (older

@@ -136,6 +136,12 @@ func (e *engine) supervise(pool string) {
 	e.running++
 	e.local[pool]++
 	e.poolBusy(pool)
+	if !e.agentStarted && e.o.EnsureAgent != nil {
+		e.agentStarted = true
+		if err := e.o.EnsureAgent(); err != nil {
+			e.warn(fmt.Sprintf("the host agent did not start (%v): if this rewind dies while its attempts run, another machine takes them for dead", err))
+		}
+	}
 }
 
 // release counts an attempt this process supervised as ended (its

@@ -100,6 +100,11 @@ type Options struct {
 	// Holder overrides the identity of this process in the lease and as the
 	// owner of its attempts (tests stand in for another host with it).
 	Holder *lease.Holder
+	// EnsureAgent, when set, starts this machine's host agent unless it
+	// runs (package agent); it is called before the first local attempt
+	// of the execution starts or is adopted. Set where the state is shared
+	// by several machines.
+	EnsureAgent func() error
 }
 
 // BackfillRun says how the runs of one backfill execute.
@@ -161,6 +166,7 @@ type engine struct {
 	attemptsCtx  context.Context
 	stopAttempts context.CancelCauseFunc
 	gone         chan struct{}
+	agentStarted bool // EnsureAgent was called
 	commits      *committer
 	foreign      map[int64]store.RunningAttempt // attempts owned by a live rewind elsewhere
 	wg           conc.WaitGroup

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/rewind-dev/rewind/agent"
 	"github.com/rewind-dev/rewind/executor"
 	"github.com/rewind-dev/rewind/store"
 )
@@ -109,7 +110,12 @@ func (e *engine) ownerAlive(ctx context.Context, a store.RunningAttempt) (bool, 
 	if err != nil {
 		return false, err
 	}
-	return ow.ExpiresAt.After(now), nil
+	if ow.ExpiresAt.After(now) || a.JobID != "" {
+		return ow.ExpiresAt.After(now), nil // a Slurm job is adopted by its id, wherever
+	}
+	// Its rewind is gone, but its machine may be alive, with the attempt
+	// running there: its host agent says so, and settles it (package agent).
+	return agent.Alive(ctx, e.base, a.Owner, a.Host)
 }
 
 // takeOver settles one attempt whose owner is gone.

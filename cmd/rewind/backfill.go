@@ -298,7 +298,7 @@ written, 130 interrupted (resume with --resume ID).`,
 // opens the state and checks that no other rewind holds it: the options
 // of backfill.ApplyBackfill, whose Store, when set, the caller closes.
 func (f *applyFlags) options(ctx context.Context, cmd *cobra.Command, g *globals, args []string) (backfill.ApplyOptions, error) {
-	o := backfill.ApplyOptions{Wait: true, ResumeID: f.resume, Force: f.force, IncludePaused: f.includePaused}
+	o := backfill.ApplyOptions{Wait: true, ResumeID: f.resume, Force: f.force, IncludePaused: f.includePaused, EnsureAgent: agentStarter(g, lease.DefaultTTL)}
 	var err error
 	switch {
 	case f.resume != "" || f.planFile != "":

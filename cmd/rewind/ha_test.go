@@ -288,7 +288,16 @@ func TestHAStandbyOnAnotherHost(t *testing.T) {
 	leader, standbys := active(t, a, b)
 	standby := standbys[0]
 	waitFor(t, "the slow attempt", w.slowStarted)
+	// The machine dies whole: its host agent (a session of its own, not a
+	// child of the rewind) with it.
+	host := "alpha"
+	if leader == b {
+		host = "beta"
+	}
 	killTree(t, leader.cmd.Process.Pid)
+	for _, pid := range agentsOf(t, host) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 	<-leader.done
 	killed := time.Now()
 	deadLedger := len(w.ledger())
@@ -384,4 +393,72 @@ func descendants(pid int) []int {
 		}
 	}
 	return out
+}
+
+// agentsOf lists the host agents of the "machine" host (REWIND_HOST).
+func agentsOf(t *testing.T, host string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err1 := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		environ, err2 := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if len(args) > 1 && args[1] == "agent" && slices.Contains(strings.Split(string(environ), "\x00"), "REWIND_HOST="+host) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// Two schedulers on two "hosts": kill -9 of the active scheduler alone; its
+// machine is alive and its attempts run on. The standby leads after the
+// lease expires, but the dead scheduler's machine has a live host agent:
+// its attempts are not declared lost and run again while they still run,
+// the agent records each one when it ends, and the standby goes on from
+// there. Every try started once, the slow attempt ran once to its end and
+// is recorded a success, and no attempt of the killed scheduler was lost.
+func TestHAKillActiveOnLiveHost(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, map[string]string{"main.hcl": haPipeline})
+	w.state = pgtest.DSN(t)
+	a, b := w.haScheduler("alpha"), w.haScheduler("beta")
+	leader, standbys := active(t, a, b)
+	standby := standbys[0]
+	host := "alpha"
+	if leader == b {
+		host = "beta"
+	}
+	waitFor(t, "the slow attempt", w.slowStarted)
+	waitFor(t, "the host agent of the active scheduler's machine", func() bool { return len(agentsOf(t, host)) > 0 })
+	leader.kill9()
+	killed := time.Now()
+	waitFor(t, "the standby to lead", func() bool { return !standby.leadsAt().IsZero() })
+	t.Logf("the standby on another host led %s after the kill -9 of the active scheduler (lease TTL 3s)", standby.leadsAt().Sub(killed).Round(time.Millisecond))
+	runs := w.waitAllSucceeded(t, standby)
+	ledger := w.ledger()
+	others := checkExactlyOnce(t, runs, ledger, time.Time{})
+	for _, o := range others {
+		t.Errorf("attempt %s: want every attempt a success (the machine was alive)", o)
+	}
+	slowEnds := 0
+	for _, l := range ledger {
+		if l.event == "end" && l.run == haSlow && l.task == "a" {
+			slowEnds++
+		}
+	}
+	if slowEnds != 1 {
+		t.Errorf("the slow attempt ran to its end %d times, want once", slowEnds)
+	}
+	standby.term()
 }

@@ -144,6 +144,7 @@ func (f *runFlags) options(cmd *cobra.Command, g *globals, args []string) (sched
 	return scheduler.Options{
 		Workspace: w, Pipelines: f.pipelines, Catchup: f.catchup, Now: nowT,
 		MaxActiveRuns: f.maxActiveRuns, Home: homeDir(g), Wait: f.wait, Grace: f.grace,
+		EnsureAgent: agentStarter(g, lease.DefaultTTL),
 	}, nil
 }
 
