@@ -113,7 +113,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error
 				Store: st, Path: path, LoadOptions: opts, Workspace: w, Home: homeDir(g),
 				Grace: grace, PollEvery: poll, Reload: reload, Log: log, LeaseTTL: ttl,
 				EnsureAgent: agentStarter(g, ttl),
-				OnLoad: out.use,
+				OnLoad:      out.use,
 				OnWarning: func(msg string) {
 					log.Warn(msg)
 				},
