@@ -15,6 +15,7 @@
 # With --owner PID a watchdog stops the server when process PID has exited,
 # so that a killed CI run (no trap runs on SIGKILL) leaves no server behind.
 # stop [DIR]: pg_ctl stop and remove DIR (default $REWIND_PG_DIR).
+# restart DIR: pg_ctl restart -m fast, same address (the fault tests).
 set -euo pipefail
 
 log() { echo "postgres.sh: $*" >&2; }
@@ -37,6 +38,14 @@ as() {
   else
     "$@"
   fi
+}
+
+# server_opts DIR PORT: the server's settings.
+server_opts() {
+  echo "-c listen_addresses=127.0.0.1 -c port=$2 -c unix_socket_directories=$1 \
+    -c max_connections=500 -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
+    -c shared_buffers=128MB -c wal_level=minimal -c max_wal_senders=0 -c wal_buffers=16MB \
+    -c max_wal_size=2GB -c checkpoint_timeout=30min"
 }
 
 start() {
@@ -79,11 +88,7 @@ start() {
   local port try
   for try in $(seq 1 20); do
     port=$((20000 + RANDOM % 30000))
-    if as "$user" "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
-      -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir \
-          -c max_connections=500 -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
-          -c shared_buffers=128MB -c wal_level=minimal -c max_wal_senders=0 -c wal_buffers=16MB \
-          -c max_wal_size=2GB -c checkpoint_timeout=30min" >&2; then
+    if as "$user" "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start -o "$(server_opts "$dir" "$port")" >&2; then
       break
     fi
     if grep -q "could not bind\|already in use" "$dir/server.log" 2>/dev/null; then
@@ -120,6 +125,17 @@ stop() {
   rm -rf "$dir"
 }
 
+# restart DIR: pg_ctl restart -m fast (every connection is cut; the server
+# comes back at the same address).
+restart() {
+  local dir=${1:?restart needs the server directory}
+  local bindir owner
+  bindir=$(find_bindir)
+  owner=$(stat -c %U "$dir/data")
+  as "$owner" "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -m fast -w -t 60 restart \
+    -o "$(server_opts "$dir" "$(cat "$dir/port")")" >&2
+}
+
 # watch PID DIR: stop the server in DIR once PID has exited (or DIR is gone).
 watch() {
   local owner=$1 dir=$2
@@ -132,5 +148,6 @@ case "${1:-}" in
 start) shift; start "$@" ;;
 watch) shift; watch "$@" ;;
 stop) shift; stop "$@" ;;
-*) echo "usage: $0 start [--owner PID] | stop [DIR]" >&2; exit 2 ;;
+restart) shift; restart "$@" ;;
+*) echo "usage: $0 start [--owner PID] | stop [DIR] | restart DIR" >&2; exit 2 ;;
 esac

@@ -146,8 +146,11 @@ func settle(ctx context.Context, st store.Store, self lease.Holder, log *slog.Lo
 	return n, nil
 }
 
-// ownerAlive says whether the rewind that owns an attempt of this machine
-// is alive: its process (pid and start time) exists.
+// ownerAlive says whether the rewind execution that owns an attempt of
+// this machine is alive: its process (pid and start time) exists and its
+// heartbeat lasts on the state's clock. A process that exists with an
+// expired heartbeat is frozen (SIGSTOP), cut off, or has moved on to
+// another execution: the attempt is no longer its to record.
 func ownerAlive(ctx context.Context, st store.Store, owner string) (bool, error) {
 	if owner == "" {
 		return false, nil
@@ -159,8 +162,14 @@ func ownerAlive(ctx context.Context, st store.Store, owner string) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	start, err := executor.ProcessStart(ow.PID)
-	return err == nil && (ow.PIDStart == 0 || start == ow.PIDStart), nil
+	if start, err := executor.ProcessStart(ow.PID); err != nil || (ow.PIDStart != 0 && start != ow.PIDStart) {
+		return false, nil
+	}
+	now, err := st.Now(ctx)
+	if err != nil {
+		return false, err
+	}
+	return ow.ExpiresAt.After(now), nil
 }
 
 // Alive says whether the agent of the machine that ran an attempt (whose
