@@ -51,7 +51,9 @@ pipeline "p" {
 `
 
 // faultPipelineSlow is faultPipeline with a slow attempt of d.
-func faultPipelineSlow(d string) string { return strings.Replace(faultPipeline, "sleep SLOW", "sleep "+d, 1) }
+func faultPipelineSlow(d string) string {
+	return strings.Replace(faultPipeline, "sleep SLOW", "sleep "+d, 1)
+}
 
 const faultRuns, faultSlow = 48, "scheduled__2025-01-01T12:00:00Z"
 
