@@ -1,7 +1,7 @@
 package scheduler
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/executor"
+	"github.com/rewind-dev/rewind/lake"
 	"github.com/rewind-dev/rewind/store"
 )
 
@@ -164,9 +165,41 @@ func (c *committer) work() {
 	}
 }
 
+// commitRetries is how many times a failed output commit is tried again,
+// after 1 s, 2 s, 4 s, 8 s and 16 s: a catalog that answers 503 or is
+// locked for a moment, a commit that lost a race too often.
+const commitRetries = 5
+
+// write commits the outputs of one entry, trying again with backoff after
+// an error that may pass (not bad input, a schema conflict or a missing
+// branch). The entry's key makes every try after an unknown outcome safe:
+// an output whose table already has a snapshot with the key is not
+// committed again. It gives up when the execution loses its lease (fence):
+// a rewind that no longer leads commits nothing more, and the new leader
+// finds the entry in the outbox.
 func (c *committer) write(job commitJob) error {
 	key := fmt.Sprintf("%s/%d/%d/%d", job.def.Name, job.item.RunID, job.item.ID, job.item.CreatedAt.UnixNano())
-	return commitOutputsOnce(context.Background(), c.e.lakes, job.def, job.row, job.vars, key)
+	var err error
+	for try := 0; ; try++ {
+		err = commitOutputsOnce(c.e.fence, c.e.lakes, job.def, job.row, job.vars, key)
+		if err == nil || permanentCommitError(err) || try == commitRetries || c.e.fence.Err() != nil {
+			return err
+		}
+		wait := time.Second << try
+		c.e.log.Warn("committing the run's outputs failed: trying again", "pipeline", job.def.Name, "ds", job.row.DS, "in", wait, "error", err)
+		select {
+		case <-time.After(wait):
+		case <-c.e.fence.Done():
+			return err
+		case <-c.quit:
+			return err
+		}
+	}
+}
+
+// permanentCommitError: trying again cannot help.
+func permanentCommitError(err error) bool {
+	return errors.Is(err, lake.ErrBadInput) || errors.Is(err, lake.ErrSchemaConflict) || errors.Is(err, lake.ErrNoSuchRef) || errors.Is(err, errNoOutputFiles)
 }
 
 // outputError keeps why a run's outputs could not be committed, in

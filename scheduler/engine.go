@@ -167,12 +167,15 @@ type engine struct {
 	stopAttempts context.CancelCauseFunc
 	gone         chan struct{}
 	agentStarted bool // EnsureAgent was called
-	commits      *committer
-	foreign      map[int64]store.RunningAttempt // attempts owned by a live rewind elsewhere
-	wg           conc.WaitGroup
-	progress     Progress
-	summary      *Summary
-	epoch        int64
+	// fence ends when the execution loses its lease: what it does outside
+	// the state (output commits) stops there.
+	fence    context.Context
+	commits  *committer
+	foreign  map[int64]store.RunningAttempt // attempts owned by a live rewind elsewhere
+	wg       conc.WaitGroup
+	progress Progress
+	summary  *Summary
+	epoch    int64
 	// pending are ended attempts whose outcomes the next pass records, and
 	// committed the output commits it records; both are kept until a pass
 	// that recorded them committed.
@@ -236,7 +239,10 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	defer stopLease()
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
+	fence, fenceLost := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer fenceLost(nil)
 	go lease.Keep(leaseCtx, o.Store, lease.Execution, self, true, func(err error) {
+		fenceLost(err)
 		// Keep steps down at half the TTL after the last renewal; the
 		// attempts are stopped within a quarter more, before another
 		// rewind can take the lease (at the TTL), whatever --grace says.
@@ -249,7 +255,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		limitStarts: map[string][]time.Time{}, pools: map[string]*poolLife{}, local: map[string]int{},
 		probes: map[*dsl.Skew]*skew.Probes{}, lakes: NewLakes(o.Workspace),
 		events: make(chan completion, 64), summary: &Summary{}, foreign: map[int64]store.RunningAttempt{},
-		gone: make(chan struct{}),
+		gone: make(chan struct{}), fence: fence,
 	}
 	defer close(e.gone)
 	e.attemptsCtx, e.stopAttempts = context.WithCancelCause(context.WithoutCancel(ctx))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/lake"
@@ -78,7 +79,13 @@ const CommitKeyProperty = "rewind.commit"
 // empty): an output whose table already has a snapshot carrying the key was
 // committed by an earlier attempt at this commit (a crash between the
 // Iceberg commit and the state's update) and is not written twice.
-func commitOutputsOnce(ctx context.Context, lakes *Lakes, def *dsl.Pipeline, run store.Run, rv dsl.RunVars, key string) error {
+func commitOutputsOnce(ctx context.Context, lakes *Lakes, def *dsl.Pipeline, run store.Run, rv dsl.RunVars, key string) (err error) {
+	var landed []string
+	defer func() {
+		if err != nil && len(landed) > 0 {
+			err = fmt.Errorf("%w (committed before it: %s; a retry commits only the others)", err, strings.Join(landed, ", "))
+		}
+	}()
 	for _, o := range def.Outputs {
 		lk, err := lakes.Get(ctx, o.Catalog)
 		if err != nil {
@@ -90,7 +97,7 @@ func commitOutputsOnce(ctx context.Context, lakes *Lakes, def *dsl.Pipeline, run
 		}
 		files, err := o.Files(rv)
 		if err != nil {
-			return fmt.Errorf("output %s: %w", o.Name, err)
+			return fmt.Errorf("output %s: %w: %w", o.Name, errNoOutputFiles, err)
 		}
 		ref := lake.MainBranch
 		if run.Kind == store.KindBackfill {
@@ -103,6 +110,7 @@ func commitOutputsOnce(ctx context.Context, lakes *Lakes, def *dsl.Pipeline, run
 			if done, err := committed(ctx, lk, o.Table, key); err != nil {
 				return fmt.Errorf("output %s: %w", o.Name, err)
 			} else if done {
+				landed = append(landed, o.Name)
 				continue
 			}
 		}
@@ -114,9 +122,14 @@ func commitOutputsOnce(ctx context.Context, lakes *Lakes, def *dsl.Pipeline, run
 		if _, err := lk.ReplaceInterval(ctx, lo, ref, iv, files, summary); err != nil {
 			return fmt.Errorf("output %s: %w", o.Name, err)
 		}
+		landed = append(landed, o.Name)
 	}
 	return nil
 }
+
+// errNoOutputFiles: an output's files could not be listed (its glob found
+// none, or is invalid): trying again cannot help.
+var errNoOutputFiles = errors.New("its files")
 
 // committed says whether a snapshot of the table carries the commit key.
 func committed(ctx context.Context, lk *lake.Lake, table, key string) (bool, error) {

@@ -2,12 +2,14 @@ package scheduler_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rewind-dev/rewind/backfill"
 	"github.com/rewind-dev/rewind/lake"
@@ -222,5 +224,64 @@ func TestOutputsRuleBlocksCutover(t *testing.T) {
 	}
 	if got := e.stats("main")["2025-07-01"].Sums["amount_usd"]; math.Abs(got-151.5) > 1e-9 {
 		t.Errorf("main after a forced cutover: %g; want 151.5", got)
+	}
+}
+
+// The catalog is locked by another writer for longer than its busy
+// timeout (30 s) when a run commits: the commit fails with "database is
+// locked", is tried again with backoff, and lands once the lock is gone.
+// The run succeeds, and its date has one snapshot with its commit key.
+func TestOutputCommitRetriesATransientFailure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("holds a lock past the catalog's 30 s busy timeout")
+	}
+	e := newEnv(t, revenueHCL)
+	e.setFactor("1")
+	if sum := e.run(scheduler.Options{Now: utc("2025-07-02T00:00:00Z")}); sum.Failed() {
+		t.Fatalf("first run: %+v", sum)
+	}
+	db, err := sql.Open("sqlite3", filepath.Join(e.dir, ".rewind", "catalog.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		time.Sleep(32 * time.Second)
+		_, _ = conn.ExecContext(context.Background(), "COMMIT")
+		conn.Close()
+	}()
+	sum := e.run(scheduler.Options{Now: utc("2025-07-03T00:00:00Z")})
+	<-released
+	if sum.Failed() || len(sum.Finished) != 1 || sum.Finished[0].State != store.RunSuccess {
+		t.Fatalf("the run whose commit met a locked catalog: %+v", sum)
+	}
+	if got := e.stats("main")["2025-07-02"]; got.Rows != 2 {
+		t.Fatalf("2025-07-02 on main: %+v", got)
+	}
+	lakes := scheduler.NewLakes(e.ws)
+	defer lakes.Close()
+	lk, err := lakes.Get(context.Background(), "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps, err := lk.Snapshots(context.Background(), "analytics.fct_daily_revenue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]int{}
+	for _, s := range snaps {
+		keys[s.Summary[scheduler.CommitKeyProperty]]++
+	}
+	if len(snaps) != 2 || len(keys) != 2 {
+		t.Errorf("%d snapshots with commit keys %v, want one per run", len(snaps), keys)
 	}
 }
