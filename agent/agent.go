@@ -68,17 +68,32 @@ func Run(ctx context.Context, o Options) error {
 	}
 	h := o.Self
 	h.ID, h.TTL = h.AgentID(), o.TTL
+	if err := lease.Heartbeat(ctx, o.Store, h); err != nil {
+		return err
+	}
 	defer func() { _ = o.Store.RemoveOwner(context.WithoutCancel(ctx), h.ID) }()
+	// The heartbeat has a goroutine of its own, renewed every TTL/4 whatever
+	// settling takes: a machine under load must not look dead for a moment.
+	beat, stopBeat := context.WithCancel(ctx)
+	defer stopBeat()
+	go func() {
+		for {
+			select {
+			case <-beat.Done():
+				return
+			case <-time.After(o.TTL / 4):
+			}
+			if err := lease.Heartbeat(beat, o.Store, h); err != nil && beat.Err() == nil {
+				o.Log.Warn("heartbeat failed", "error", err)
+			}
+		}
+	}()
 	busy := time.Now()
 	failing := time.Time{}
 	for {
-		err := lease.Heartbeat(ctx, o.Store, h)
-		if err == nil {
-			var n int
-			n, err = settle(ctx, o.Store, o.Self, o.Log)
-			if n > 0 {
-				busy = time.Now()
-			}
+		n, err := settle(ctx, o.Store, o.Self, o.Log)
+		if n > 0 {
+			busy = time.Now()
 		}
 		switch {
 		case err == nil:

@@ -64,7 +64,17 @@ type ledgerLine struct {
 func (w *workspace) ledger() []ledgerLine {
 	w.t.Helper()
 	var out []ledgerLine
-	for _, l := range w.lines("ledger.log") {
+	b, err := os.ReadFile(filepath.Join(w.dir, "ledger.log"))
+	if err != nil && !os.IsNotExist(err) {
+		w.t.Fatal(err)
+	}
+	// A line being appended may be read half-written (a read does not
+	// wait for a write to the same file): only whole lines count.
+	whole := string(b[:strings.LastIndexByte(string(b), '\n')+1])
+	for _, l := range strings.Split(strings.TrimSuffix(whole, "\n"), "\n") {
+		if l == "" {
+			continue
+		}
 		f := strings.Fields(l)
 		if len(f) != 5 {
 			w.t.Fatalf("ledger.log: torn line %q", l)
@@ -97,7 +107,7 @@ func (w *workspace) haScheduler(host string) *proc {
 	if host != "" {
 		env = append(env, "REWIND_HOST="+host)
 	}
-	return w.startEnv(env, "scheduler", "--poll", "100ms", "--lease-ttl", "3s", "--grace", "1s")
+	return w.startEnv(env, "scheduler", "--poll", "100ms", "--lease-ttl", haTTL().String(), "--grace", "1s")
 }
 
 var leadsRE = regexp.MustCompile(`time=(\S+) level=INFO msg="active: this scheduler leads"`)
@@ -304,11 +314,11 @@ func TestHAStandbyOnAnotherHost(t *testing.T) {
 
 	waitFor(t, "the standby to lead", func() bool { return !standby.leadsAt().IsZero() })
 	took := standby.leadsAt().Sub(killed)
-	t.Logf("the standby on another host led %s after the machine died (lease TTL 3s)", took.Round(time.Millisecond))
+	t.Logf("the standby on another host led %s after the machine died (lease TTL %s)", took.Round(time.Millisecond), haTTL())
 	// Not a timing test: a generous bound that says the lease expired and
 	// was taken, not that a long timeout (or a restart) let it through.
-	if took > 20*time.Second {
-		t.Errorf("the standby led only %s after the active one died, with a 3s lease", took)
+	if took > haTTL()+17*time.Second {
+		t.Errorf("the standby led only %s after the active one died, with a %s lease", took, haTTL())
 	}
 	runs := w.waitAllSucceeded(t, standby)
 	ledger := w.ledger()
@@ -444,7 +454,7 @@ func TestHAKillActiveOnLiveHost(t *testing.T) {
 	leader.kill9()
 	killed := time.Now()
 	waitFor(t, "the standby to lead", func() bool { return !standby.leadsAt().IsZero() })
-	t.Logf("the standby on another host led %s after the kill -9 of the active scheduler (lease TTL 3s)", standby.leadsAt().Sub(killed).Round(time.Millisecond))
+	t.Logf("the standby on another host led %s after the kill -9 of the active scheduler (lease TTL %s)", standby.leadsAt().Sub(killed).Round(time.Millisecond), haTTL())
 	runs := w.waitAllSucceeded(t, standby)
 	ledger := w.ledger()
 	others := checkExactlyOnce(t, runs, ledger, time.Time{})
@@ -460,5 +470,19 @@ func TestHAKillActiveOnLiveHost(t *testing.T) {
 	if slowEnds != 1 {
 		t.Errorf("the slow attempt ran to its end %d times, want once", slowEnds)
 	}
+	if t.Failed() {
+		agentLog, _ := os.ReadFile(filepath.Join(w.dir, ".rewind", "agent.log"))
+		t.Logf("agent.log:\n%s\n--- the standby:\n%s", agentLog, tail(standby.stderr.String(), 3000))
+	}
 	standby.term()
+}
+
+// haTTL is the schedulers' --lease-ttl in the HA and fault tests: 3s, or
+// REWIND_TEST_LEASE_TTL (the README's takeover times with the default
+// TTL are measured with REWIND_TEST_LEASE_TTL=30s).
+func haTTL() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("REWIND_TEST_LEASE_TTL")); err == nil && d > 0 {
+		return d
+	}
+	return 3 * time.Second
 }
