@@ -458,8 +458,19 @@ func TestHAKillActiveOnLiveHost(t *testing.T) {
 	runs := w.waitAllSucceeded(t, standby)
 	ledger := w.ledger()
 	others := checkExactlyOnce(t, runs, ledger, time.Time{})
+	// An attempt may be lost only if it never started (claimed by the
+	// killed rewind, which died before it launched it): one that ran was
+	// recorded by the host agent from its own exit status.
+	started := map[string]bool{}
+	for _, l := range ledger {
+		if l.event == "start" {
+			started[l.run+" "+l.task+" try "+strconv.Itoa(l.try)] = true
+		}
+	}
 	for _, o := range others {
-		t.Errorf("attempt %s: want every attempt a success (the machine was alive)", o)
+		if run, ok := strings.CutSuffix(o, ": lost"); !ok || started[run] {
+			t.Errorf("attempt %s: want success, or lost when it never started (the machine was alive)", o)
+		}
 	}
 	slowEnds := 0
 	for _, l := range ledger {
