@@ -129,19 +129,14 @@ func (e *engine) loop(ctx context.Context) error {
 		}
 		select {
 		case c := <-e.events:
-			e.release(c)
-			if c.panicked != nil {
-				return e.fatal(c.panicked)
-			}
-			e.pending = append(e.pending, c)
 			for more := true; more; {
+				e.release(c)
+				if c.panicked != nil {
+					return e.fatal(c.panicked)
+				}
+				e.pending = append(e.pending, c)
 				select {
-				case c := <-e.events:
-					e.release(c)
-					if c.panicked != nil {
-						return e.fatal(c.panicked)
-					}
-					e.pending = append(e.pending, c)
+				case c = <-e.events:
 				default:
 					more = false
 				}

@@ -85,7 +85,7 @@ func (w *workspace) waitRuns(t *testing.T, n int, ps ...*proc) []runJSON {
 			for _, p := range ps {
 				b.WriteString(tail(p.stderr.String(), 3000) + "\n---\n")
 			}
-			t.Fatalf("after %s, %d runs, not all succeeded\n%s", 2*liveness, len(runs), b.String())
+			t.Fatalf("after %s, %d runs, not all succeeded (ledger: %d ends)\n%s", 2*liveness, len(runs), ends(w.ledger()), b.String())
 		}
 		time.Sleep(300 * time.Millisecond)
 	}

@@ -157,30 +157,11 @@ func active(t *testing.T, ps ...*proc) (*proc, []*proc) {
 	return leader, standbys
 }
 
-// waitAllSucceeded waits until every run of the state has succeeded and
+// waitAllSucceeded waits until every run of haPipeline has succeeded and
 // returns the runs.
 func (w *workspace) waitAllSucceeded(t *testing.T, ps ...*proc) []runJSON {
 	t.Helper()
-	var runs []runJSON
-	deadline := time.Now().Add(liveness)
-	for {
-		runs = w.runsJSON()
-		ok := len(runs) == haRuns
-		for _, r := range runs {
-			ok = ok && r.State == "success"
-		}
-		if ok {
-			return runs
-		}
-		if time.Now().After(deadline) {
-			var b strings.Builder
-			for _, p := range ps {
-				b.WriteString(tail(p.stderr.String(), 4000) + "\n---\n")
-			}
-			t.Fatalf("after %s, %d runs, not all succeeded (ledger: %d ends)\n%s", liveness, len(runs), ends(w.ledger()), b.String())
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	return w.waitRuns(t, haRuns, ps...)
 }
 
 // checkExactlyOnce checks that every task instance succeeded with exactly
@@ -264,16 +245,8 @@ func TestHASchedulersKillActive(t *testing.T) {
 
 	runs := w.waitAllSucceeded(t, standby)
 	ledger := w.ledger()
-	others := checkExactlyOnce(t, runs, ledger, time.Time{})
-	// An attempt may be lost only if it never started (claimed by the
-	// killed rewind, which died before it launched it): one that ran is
-	// adopted, or its outcome is read from its log.
-	for _, o := range others {
-		t.Logf("not a success: %s", o)
-		if !strings.HasSuffix(o, ": lost") {
-			t.Errorf("attempt %s: want success, or lost when it never started", o)
-		}
-	}
+	// One that ran is adopted, or its outcome is read from its log.
+	lostOnlyUnstarted(t, checkExactlyOnce(t, runs, ledger, time.Time{}), ledger)
 	adopted := regexp.MustCompile(`msg="adopting attempt of a previous rewind" pipeline=p task=a try=1 pid=\d+`).FindAllString(standby.stderr.String(), -1)
 	if !strings.Contains(standby.stderr.String(), "adopting attempt of a previous rewind") {
 		t.Errorf("the standby did not adopt the slow attempt of the killed scheduler:\n%s", tail(standby.stderr.String(), 4000))
@@ -457,21 +430,8 @@ func TestHAKillActiveOnLiveHost(t *testing.T) {
 	t.Logf("the standby on another host led %s after the kill -9 of the active scheduler (lease TTL %s)", standby.leadsAt().Sub(killed).Round(time.Millisecond), haTTL())
 	runs := w.waitAllSucceeded(t, standby)
 	ledger := w.ledger()
-	others := checkExactlyOnce(t, runs, ledger, time.Time{})
-	// An attempt may be lost only if it never started (claimed by the
-	// killed rewind, which died before it launched it): one that ran was
-	// recorded by the host agent from its own exit status.
-	started := map[string]bool{}
-	for _, l := range ledger {
-		if l.event == "start" {
-			started[l.run+" "+l.task+" try "+strconv.Itoa(l.try)] = true
-		}
-	}
-	for _, o := range others {
-		if run, ok := strings.CutSuffix(o, ": lost"); !ok || started[run] {
-			t.Errorf("attempt %s: want success, or lost when it never started (the machine was alive)", o)
-		}
-	}
+	// One that ran was recorded by the host agent from its exit status.
+	lostOnlyUnstarted(t, checkExactlyOnce(t, runs, ledger, time.Time{}), ledger)
 	slowEnds := 0
 	for _, l := range ledger {
 		if l.event == "end" && l.run == haSlow && l.task == "a" {
@@ -496,4 +456,23 @@ func haTTL() time.Duration {
 		return d
 	}
 	return 3 * time.Second
+}
+
+// lostOnlyUnstarted checks the attempts that are not successes (as
+// checkExactlyOnce returns them): each may only be lost, and only if it
+// never started (claimed by a rewind killed before it launched it).
+func lostOnlyUnstarted(t *testing.T, others []string, ledger []ledgerLine) {
+	t.Helper()
+	started := map[string]bool{}
+	for _, l := range ledger {
+		if l.event == "start" {
+			started[l.run+" "+l.task+" try "+strconv.Itoa(l.try)] = true
+		}
+	}
+	for _, o := range others {
+		t.Logf("not a success: %s", o)
+		if attempt, ok := strings.CutSuffix(o, ": lost"); !ok || started[attempt] {
+			t.Errorf("attempt %s: want success, or lost when it never started", o)
+		}
+	}
 }
