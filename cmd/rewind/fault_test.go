@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rewind-dev/rewind/store"
 	"github.com/rewind-dev/rewind/store/pgtest"
 )
 
@@ -185,6 +186,27 @@ func checkLedger(t *testing.T, runs []runJSON, ledger []ledgerLine, wantTIs int,
 	return others
 }
 
+// poolsIdle checks that no pool of the state has a slot in use or work
+// queued: slots are counted from the running attempts, so a stranded
+// attempt would hold one.
+func (w *workspace) poolsIdle(t *testing.T) {
+	t.Helper()
+	st, err := store.Open(context.Background(), w.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rows, err := st.Usage(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Running != 0 || r.Queued != 0 {
+			t.Errorf("pool %s: %d slots in use, %d queued (%s %s), want none", r.Pool, r.Running, r.Queued, r.Pipeline, r.Task)
+		}
+	}
+}
+
 // pgProxy is a TCP proxy between rewind and PostgreSQL, on loopback, that
 // can refuse and cut every connection (an outage, a restart) or stop
 // forwarding without closing anything (a partition that drops packets).
@@ -346,6 +368,7 @@ func TestFaultStateOutage(t *testing.T) {
 	proxy.set(proxyPass)
 	runs := w.waitRuns(t, faultRuns, s)
 	others := checkInvariants(t, runs, w.ledger(), faultRuns*2)
+	w.poolsIdle(t)
 	for _, o := range others {
 		t.Errorf("attempt %s: want every attempt a success after a blip", o)
 	}
@@ -394,6 +417,7 @@ func TestFaultPartition(t *testing.T) {
 	// The attempts that ended during the partition ran to their end, but
 	// nobody could read their logs on the cut-off machine: they ran again.
 	others := checkLedger(t, runs, w.ledger(), faultRuns*2, false)
+	w.poolsIdle(t)
 	t.Logf("attempts stopped or cut off by the partition and run again: %v", others)
 	if !strings.Contains(a.stderr.String(), "half its TTL") {
 		t.Errorf("alpha never said it stepped down:\n%s", tail(a.stderr.String(), 3000))
@@ -428,6 +452,7 @@ func TestFaultFrozenLeader(t *testing.T) {
 	a.signal(syscall.SIGCONT)
 	runs := w.waitRuns(t, faultRuns, a, b)
 	others := checkInvariants(t, runs, w.ledger(), faultRuns*2)
+	w.poolsIdle(t)
 	t.Logf("attempts not a success: %v", others)
 	for _, p := range []*proc{a, b} {
 		p.term()
@@ -449,6 +474,7 @@ func TestFaultPostgresRestart(t *testing.T) {
 	t.Logf("PostgreSQL restarted in %s", time.Since(restarted).Round(time.Millisecond))
 	runs := w.waitRuns(t, faultRuns, s)
 	others := checkInvariants(t, runs, w.ledger(), faultRuns*2)
+	w.poolsIdle(t)
 	for _, o := range others {
 		t.Errorf("attempt %s: want every attempt a success after a restart of the server", o)
 	}
