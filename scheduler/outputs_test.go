@@ -4,15 +4,18 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rewind-dev/rewind/backfill"
 	"github.com/rewind-dev/rewind/lake"
+	"github.com/rewind-dev/rewind/lease"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
 )
@@ -240,25 +243,7 @@ func TestOutputCommitRetriesATransientFailure(t *testing.T) {
 	if sum := e.run(scheduler.Options{Now: utc("2025-07-02T00:00:00Z")}); sum.Failed() {
 		t.Fatalf("first run: %+v", sum)
 	}
-	db, err := sql.Open("sqlite3", filepath.Join(e.dir, ".rewind", "catalog.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
-		t.Fatal(err)
-	}
-	released := make(chan struct{})
-	go func() {
-		defer close(released)
-		time.Sleep(32 * time.Second)
-		_, _ = conn.ExecContext(context.Background(), "COMMIT")
-		conn.Close()
-	}()
+	released := e.lockCatalog(32 * time.Second)
 	sum := e.run(scheduler.Options{Now: utc("2025-07-03T00:00:00Z")})
 	<-released
 	if sum.Failed() || len(sum.Finished) != 1 || sum.Finished[0].State != store.RunSuccess {
@@ -267,21 +252,185 @@ func TestOutputCommitRetriesATransientFailure(t *testing.T) {
 	if got := e.stats("main")["2025-07-02"]; got.Rows != 2 {
 		t.Fatalf("2025-07-02 on main: %+v", got)
 	}
+	if keys := e.commitKeys(); len(keys) != 2 {
+		t.Errorf("snapshots by commit key %v, want one per run", keys)
+	}
+}
+
+// lockCatalog holds the local catalog's SQLite file locked (BEGIN
+// EXCLUSIVE: writers wait, past its 30 s busy timeout they fail) for d;
+// the channel is closed once it is let go.
+func (e *env) lockCatalog(d time.Duration) <-chan struct{} {
+	e.t.Helper()
+	db, err := sql.Open("sqlite3", filepath.Join(e.dir, ".rewind", "catalog.db"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(context.Background(), "BEGIN EXCLUSIVE"); err != nil {
+		e.t.Fatal(err)
+	}
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		time.Sleep(d)
+		_, _ = conn.ExecContext(context.Background(), "COMMIT")
+		conn.Close()
+		db.Close()
+	}()
+	return released
+}
+
+// commitKeys counts the revenue table's snapshots by commit key.
+func (e *env) commitKeys() map[string]int {
+	e.t.Helper()
 	lakes := scheduler.NewLakes(e.ws)
 	defer lakes.Close()
 	lk, err := lakes.Get(context.Background(), "local")
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	snaps, err := lk.Snapshots(context.Background(), "analytics.fct_daily_revenue")
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	keys := map[string]int{}
 	for _, s := range snaps {
 		keys[s.Summary[scheduler.CommitKeyProperty]]++
 	}
-	if len(snaps) != 2 || len(keys) != 2 {
-		t.Errorf("%d snapshots with commit keys %v, want one per run", len(snaps), keys)
+	return keys
+}
+
+// An execution cut off from its state (its lease renewals fail) while its
+// output commit waits to be tried again steps down at half the TTL and
+// commits nothing more: the rewind that takes the lease over once it has
+// expired owns the outbox entry now. Once the catalog is free, the table
+// has no snapshot of that run; the next execution commits it, once.
+func TestOutputCommitStopsWithTheLease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("holds a lock past the catalog's 30 s busy timeout")
+	}
+	e := newEnv(t, revenueHCL)
+	e.setFactor("1")
+	if sum := e.run(scheduler.Options{Now: utc("2025-07-02T00:00:00Z")}); sum.Failed() {
+		t.Fatalf("first run: %+v", sum)
+	}
+	released := e.lockCatalog(34 * time.Second)
+	log := &lockedBuffer{}
+	holder := lease.Self()
+	holder.TTL = 3 * time.Second
+	cut := &atomic.Bool{}
+	done := make(chan error, 1)
+	go func() {
+		_, err := scheduler.Run(context.Background(), scheduler.Options{
+			Store: &cutLease{Store: e.st, cut: cut}, Workspace: e.ws, Home: e.home, Now: utc("2025-07-03T00:00:00Z"),
+			Holder: &holder, Log: slog.New(slog.NewTextHandler(log, nil)),
+		})
+		done <- err
+	}()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(log.String(), "trying again") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the commit was never tried again:\n%s", log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cut.Store(true)
+	// Another rewind takes the lease once it has expired.
+	for {
+		_, ok, err := e.st.AcquireLease(context.Background(), store.AcquireLeaseParams{Name: lease.Execution, Holder: "next", Host: "elsewhere", PID: 1, TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "lease") {
+			t.Fatalf("the execution that lost its lease: %v", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the execution that lost its lease did not stop")
+	}
+	<-released
+	time.Sleep(2 * time.Second) // a commit still under way would land now
+	if keys := e.commitKeys(); len(keys) != 1 {
+		t.Fatalf("snapshots by commit key %v: the fenced-out execution committed", keys)
+	}
+	if err := e.st.ReleaseLease(context.Background(), store.ReleaseLeaseParams{Name: lease.Execution, Holder: "next"}); err != nil {
+		t.Fatal(err)
+	}
+	if sum := e.run(scheduler.Options{Now: utc("2025-07-03T00:00:00Z")}); sum.Failed() {
+		t.Fatalf("the next execution: %+v", sum)
+	}
+	if keys := e.commitKeys(); len(keys) != 2 {
+		t.Errorf("snapshots by commit key %v, want one per run", keys)
+	}
+	if got := e.stats("main")["2025-07-02"]; got.Rows != 2 {
+		t.Fatalf("2025-07-02 on main: %+v", got)
+	}
+}
+
+// cutLease is a store whose lease renewals and heartbeats fail once cut is
+// set: a rewind cut off from its state, while others reach it.
+type cutLease struct {
+	store.Store
+	cut *atomic.Bool
+}
+
+var errCut = errors.New("test: cut off from the state")
+
+func (c *cutLease) RenewLease(ctx context.Context, p store.RenewLeaseParams) error {
+	if c.cut.Load() {
+		return errCut
+	}
+	return c.Store.RenewLease(ctx, p)
+}
+
+func (c *cutLease) Heartbeat(ctx context.Context, p store.HeartbeatParams) error {
+	if c.cut.Load() {
+		return errCut
+	}
+	return c.Store.Heartbeat(ctx, p)
+}
+
+// A run with two outputs whose second one cannot be committed (its files
+// are missing: no retry can help) fails at once, and says which output
+// failed and which one landed before it.
+func TestTwoOutputsSayWhichLanded(t *testing.T) {
+	e := newEnv(t, `
+pipeline "revenue" {
+  schedule   = "@daily"
+  start_date = "2025-07-01"
+  task "compute" {
+    command = "printf 'ds,amount_usd\n%s,1\n' $REWIND_DS > $REWIND_RUN_DIR/a.csv"
+  }
+  output "first" {
+    table     = "analytics.first"
+    from      = "${run.dir}/a.csv"
+    columns   = { ds = "date", amount_usd = "double" }
+    partition = "ds"
+  }
+  output "second" {
+    table     = "analytics.second"
+    from      = "${run.dir}/missing-*.csv"
+    columns   = { ds = "date", amount_usd = "double" }
+    partition = "ds"
+  }
+}
+`)
+	sum := e.run(scheduler.Options{Now: utc("2025-07-02T00:00:00Z")})
+	if len(sum.Finished) != 1 || sum.Finished[0].State != store.RunFailed {
+		t.Fatalf("summary %+v", sum)
+	}
+	msg := strings.Join(sum.Finished[0].FailedTasks, "; ")
+	if !strings.Contains(msg, "output second") || !strings.Contains(msg, "committed before it: first") {
+		t.Fatalf("the failure says %q; want it to name the output that failed and the one that landed", msg)
 	}
 }
