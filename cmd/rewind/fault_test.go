@@ -38,7 +38,7 @@ pipeline "p" {
   max_active_runs = 4
   task "a" {
     command = <<-EOT
-      trap 'echo "term $REWIND_RUN_ID $REWIND_TASK $REWIND_TRY_NUMBER $(date +%s%N)" >> ledger.log; exit 143' TERM
+      trap 't=; while [ -z "$t" ]; do t=$(date +%s%N); done; echo "term $REWIND_RUN_ID $REWIND_TASK $REWIND_TRY_NUMBER $t" >> ledger.log; exit 143' TERM
       echo "start $REWIND_RUN_ID $REWIND_TASK $REWIND_TRY_NUMBER $(date +%s%N)" >> ledger.log
       if [ $REWIND_RUN_ID = scheduled__2025-01-01T12:00:00Z ]; then sleep SLOW & wait $!; else sleep 0.2 & wait $!; fi
       echo "end $REWIND_RUN_ID $REWIND_TASK $REWIND_TRY_NUMBER $(date +%s%N)" >> ledger.log
@@ -443,7 +443,7 @@ func TestFaultFrozenLeader(t *testing.T) {
 		return strings.Contains(b.stderr.String(), "standing by: another scheduler leads")
 	})
 	waitFor(t, "the slow attempt", w.faultSlowStarted)
-	waitFor(t, "alpha's host agent", func() bool { return len(agentsOf(t, "alpha")) > 0 })
+	waitFor(t, "alpha's host agent", func() bool { return len(w.agentsOf("alpha")) > 0 })
 	a.signal(syscall.SIGSTOP)
 	frozen := time.Now()
 	waitFor(t, "beta to lead", func() bool { return !b.leadsAt().IsZero() })

@@ -278,7 +278,7 @@ func TestHAStandbyOnAnotherHost(t *testing.T) {
 		host = "beta"
 	}
 	killTree(t, leader.cmd.Process.Pid)
-	for _, pid := range agentsOf(t, host) {
+	for _, pid := range w.agentsOf(host) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	<-leader.done
@@ -378,8 +378,10 @@ func descendants(pid int) []int {
 	return out
 }
 
-// agentsOf lists the host agents of the "machine" host (REWIND_HOST).
-func agentsOf(t *testing.T, host string) []int {
+// agentsOf lists the host agents of the "machine" host (REWIND_HOST) for
+// the workspace's state (tests running beside it have agents of their own).
+func (w *workspace) agentsOf(host string) []int {
+	t := w.t
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -397,7 +399,8 @@ func agentsOf(t *testing.T, host string) []int {
 			continue
 		}
 		args := strings.Split(string(cmdline), "\x00")
-		if len(args) > 1 && args[1] == "agent" && slices.Contains(strings.Split(string(environ), "\x00"), "REWIND_HOST="+host) {
+		env := strings.Split(string(environ), "\x00")
+		if len(args) > 1 && args[1] == "agent" && slices.Contains(env, "REWIND_HOST="+host) && slices.Contains(env, "REWIND_STATE="+w.state) {
 			out = append(out, pid)
 		}
 	}
@@ -423,7 +426,7 @@ func TestHAKillActiveOnLiveHost(t *testing.T) {
 		host = "beta"
 	}
 	waitFor(t, "the slow attempt", w.slowStarted)
-	waitFor(t, "the host agent of the active scheduler's machine", func() bool { return len(agentsOf(t, host)) > 0 })
+	waitFor(t, "the host agent of the active scheduler's machine", func() bool { return len(w.agentsOf(host)) > 0 })
 	leader.kill9()
 	killed := time.Now()
 	waitFor(t, "the standby to lead", func() bool { return !standby.leadsAt().IsZero() })
