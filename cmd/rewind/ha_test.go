@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rewind-dev/rewind/executor"
+	"github.com/rewind-dev/rewind/store"
 	"github.com/rewind-dev/rewind/store/pgtest"
 )
 
@@ -280,6 +283,27 @@ func TestHAStandbyOnAnotherHost(t *testing.T) {
 	killTree(t, leader.cmd.Process.Pid)
 	for _, pid := range w.agentsOf(host) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	// And every attempt the state says ran there, by process group: one
+	// the tree walk missed (started as the rewind was stopped) dies too.
+	st, err := store.Open(context.Background(), w.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, err := st.RunningAttempts(context.Background())
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range running {
+		if a.Host != host {
+			continue
+		}
+		for _, pid := range []int{a.PID, executor.FindWrapper(a.LogPath)} {
+			if pid > 1 {
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+			}
+		}
 	}
 	<-leader.done
 	killed := time.Now()
