@@ -130,7 +130,7 @@ func (s *Server) apiGrid(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Compact: a live page polls it every second.
-	b, err := json.Marshal(g)
+	b, err := json.Marshal(s.o.Workspace.Redacted(g))
 	if err != nil {
 		s.fail(w, r, err)
 		return

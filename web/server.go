@@ -237,11 +237,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if isAPI(r) {
 		var buf bytes.Buffer
-		_ = EncodeJSON(&buf, map[string]string{"error": msg})
+		_ = EncodeJSON(&buf, map[string]string{"error": s.o.Workspace.Redact(msg)})
 		s.send(w, r, code, "application/json", buf.Bytes())
 		return
 	}
-	s.page(w, r, code, "error.html", "Error", map[string]any{"Code": code, "Status": http.StatusText(code), "Message": msg})
+	s.page(w, r, code, "error.html", "Error", map[string]any{"Code": code, "Status": http.StatusText(code), "Message": s.o.Workspace.Redact(msg)})
 }
 
 func isAPI(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/api/") }
@@ -249,7 +249,7 @@ func isAPI(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/api/")
 // sendJSON answers v encoded as the CLI encodes it.
 func (s *Server) sendJSON(w http.ResponseWriter, r *http.Request, v any) {
 	var buf bytes.Buffer
-	if err := EncodeJSON(&buf, v); err != nil {
+	if err := EncodeJSON(&buf, s.o.Workspace.Redacted(v)); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -267,7 +267,10 @@ type pageData struct {
 // never half a page).
 func (s *Server) page(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
 	var buf bytes.Buffer
-	if err := s.tmpl.ExecuteTemplate(&buf, name, pageData{Title: title, Version: s.assetVersion, Data: data}); err != nil {
+	// Redacted before the template escapes it: an escaped secret no longer
+	// matches its text.
+	data = s.o.Workspace.Redacted(data)
+	if err := s.tmpl.ExecuteTemplate(&buf, name, pageData{Title: s.o.Workspace.Redact(title), Version: s.assetVersion, Data: data}); err != nil {
 		s.o.Log.Error("template", "name", name, "err", err)
 		http.Error(w, "template error", http.StatusInternalServerError)
 		return
@@ -275,7 +278,8 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request, code int, name, ti
 	s.send(w, r, code, "text/html; charset=utf-8", buf.Bytes())
 }
 
-// send writes a dynamic response: sensitive values redacted, never
+// send writes a dynamic response: sensitive values redacted (a second
+// line of defence: the data was redacted before it was encoded), never
 // cached, an ETag (a poll that finds nothing new gets 304), gzip when the
 // client takes it.
 func (s *Server) send(w http.ResponseWriter, r *http.Request, code int, contentType string, body []byte) {

@@ -623,3 +623,55 @@ func TestAPIScheduler(t *testing.T) {
 		t.Errorf("after the execution ended: %+v %+v; want the leader, nothing executing", s.Leader, s.Executing)
 	}
 }
+
+// A secret with what JSON and HTML escape in it (", &, <, >, ', \), in a
+// failing probe's stderr that becomes a date's route reason: no response of
+// the view carries it, plain or escaped (redacted before encoding).
+func TestRedactionBeforeEncoding(t *testing.T) {
+	const secret = `hun"ter&2<x>'y\z`
+	t.Setenv("REWIND_VAR_token", secret) // the probe inherits it, and prints it
+	e := newEnv(t, `
+variable "token" {
+  sensitive = true
+}
+pool "large" { slots = 1 }
+pipeline "deploy" {
+  schedule   = "@daily"
+  start_date = "2025-07-01"
+  skew {
+    probe = "printf '%s\n' \"$REWIND_VAR_token\" >&2; exit 3"
+    pool  = "large"
+  }
+  task "push" {
+    command = "true"
+  }
+}
+`, "REWIND_VAR_token="+secret)
+	e.run(scheduler.Options{Now: utc("2025-07-02T00:00:00Z")})
+	srv := e.server("")
+	var g web.GridJSON
+	_, body := get(t, srv, "/api/grid?pipeline=deploy")
+	if err := json.Unmarshal([]byte(body), &g); err != nil || len(g.Runs) != 1 {
+		t.Fatalf("grid: %v %s", err, body)
+	}
+	paths := []string{"/api/grid?pipeline=deploy", "/api/runs", "/api/pipelines",
+		fmt.Sprintf("/api/cell?pipeline=deploy&run=%d&task=push", g.Runs[0].ID),
+		"/", "/pipelines/deploy", fmt.Sprintf("/pipelines/deploy/runs/%d", g.Runs[0].ID)}
+	escaped := []string{secret, `hun\"ter`, `ter\u00262`, `ter&amp;2`, `&lt;x&gt;`, `\u003cx\u003e`, `&#39;y`, `&#34;ter`, `y\\z`}
+	sawReason := false
+	for _, p := range paths {
+		res, body := get(t, srv, p)
+		if res.StatusCode != 200 {
+			continue
+		}
+		for _, form := range escaped {
+			if strings.Contains(body, form) {
+				t.Errorf("%s carries the secret as %q", p, form)
+			}
+		}
+		sawReason = sawReason || strings.Contains(body, "probe failed")
+	}
+	if !sawReason {
+		t.Fatal("no response shows the probe's failure: the test no longer exercises redaction")
+	}
+}

@@ -21,7 +21,6 @@ import (
 	"github.com/rewind-dev/rewind/lease"
 	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/store"
-	"github.com/rewind-dev/rewind/web"
 )
 
 func init() { register(newBackfillCmd) }
@@ -178,7 +177,7 @@ func newBackfillPlanCmd(g *globals) *cobra.Command {
 				}
 			}
 			if asJSON {
-				return web.EncodeJSON(g.stdout, plan)
+				return printJSON(g, plan)
 			}
 			printPlan(g.stdout, plan)
 			return nil

@@ -73,7 +73,7 @@ func newBackfillStatusCmd(g *globals) *cobra.Command {
 			}
 			status := web.BackfillStatus(b, runs)
 			if asJSON {
-				return web.EncodeJSON(g.stdout, status)
+				return printJSON(g, status)
 			}
 			printBackfillStatus(g.stdout, b, status)
 			return nil

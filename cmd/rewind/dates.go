@@ -46,7 +46,7 @@ Times are in the pipeline's timezone. PATH (or --path) is the workspace.`,
 				fmt.Fprintln(g.stderr, "warning: "+w)
 			}
 			if asJSON {
-				return web.EncodeJSON(g.stdout, dates)
+				return printJSON(g, dates)
 			}
 			printDates(g.stdout, dates)
 			fmt.Fprintf(g.stderr, "%d due intervals\n", len(dates))

@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/web"
 )
 
 // redactWriter scrubs the plain text of the workspace's sensitive values
@@ -44,4 +45,15 @@ func osFile(w io.Writer) (*os.File, bool) {
 	}
 	f, ok := w.(*os.File)
 	return f, ok
+}
+
+// printJSON prints v as every --json does (web.EncodeJSON), with the
+// workspace's sensitive values redacted in v before it is encoded: the
+// redactWriter, which sees the encoded text, would miss a secret that JSON
+// escapes (one with ", \, <, > or & in it).
+func printJSON(g *globals, v any) error {
+	if r, ok := g.stdout.(*redactWriter); ok {
+		v = r.ws.Redacted(v)
+	}
+	return web.EncodeJSON(g.stdout, v)
 }

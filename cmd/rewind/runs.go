@@ -88,7 +88,7 @@ and every attempt.`,
 			}
 			runs := selectRuns(all, window, limit)
 			if asJSON {
-				return web.EncodeJSON(g.stdout, web.RunsJSON(runs, homeDir(g)))
+				return printJSON(g, web.RunsJSON(runs, homeDir(g)))
 			}
 			printRuns(g.stdout, runs, homeDir(g))
 			return nil
