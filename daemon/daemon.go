@@ -303,6 +303,9 @@ func (s *server) execute(ctx context.Context, all bool, names []string) bool {
 	// The next ticks are computed from the clock as it was before the
 	// execution: an interval that came due while it ran is run next.
 	now := s.o.Clock()
+	// The epoch as it was before the execution: a change an operator makes
+	// while it runs (or after its last look) makes the next look run again.
+	ep, eerr := s.o.Store.Epoch(context.WithoutCancel(ctx))
 	sum, err := scheduler.Run(ctx, scheduler.Options{
 		Store: s.o.Store, Workspace: s.ws, Pipelines: sel, Clock: s.o.Clock,
 		RefreshEvery: s.o.RefreshEvery, Home: s.o.Home, Wait: true, Grace: s.o.Grace, LeaveSlurmJobs: true,
@@ -311,7 +314,7 @@ func (s *server) execute(ctx context.Context, all bool, names []string) bool {
 	if s.o.OnRun != nil {
 		s.o.OnRun(sum, err)
 	}
-	if ep, eerr := s.o.Store.Epoch(context.WithoutCancel(ctx)); eerr == nil {
+	if eerr == nil {
 		s.epoch = ep
 	}
 	if ctx.Err() != nil {

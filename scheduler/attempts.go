@@ -147,6 +147,12 @@ func (e *engine) supervise(pool string) {
 // release counts an attempt this process supervised as ended (its
 // process is gone); record then writes its outcome.
 func (e *engine) release(c completion) {
+	if c.res.Left {
+		// A Slurm job this execution stopped waiting for: it stays running
+		// in the state (the pass records nothing of it), and the next
+		// rewind adopts it by its job id.
+		e.log.Info("leaving a Slurm job running: the next rewind adopts it", "attempt", c.attempt.ID, "try", c.attempt.TryNumber, "job", c.attempt.JobID)
+	}
 	if code := c.res.ExitCode; code != nil && !c.res.Interrupted {
 		e.journal.put(c.attempt.Nonce, *code)
 	}

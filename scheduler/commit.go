@@ -199,7 +199,7 @@ func (c *committer) write(job commitJob) error {
 
 // permanentCommitError: trying again cannot help.
 func permanentCommitError(err error) bool {
-	return errors.Is(err, lake.ErrBadInput) || errors.Is(err, lake.ErrSchemaConflict) || errors.Is(err, lake.ErrNoSuchRef) || errors.Is(err, errNoOutputFiles)
+	return errors.Is(err, lake.ErrBadInput) || errors.Is(err, lake.ErrSchemaConflict) || errors.Is(err, lake.ErrNoSuchRef) || errors.As(err, new(noOutputFiles))
 }
 
 // outputError keeps why a run's outputs could not be committed, in

@@ -122,7 +122,8 @@ type decider struct {
 	done  map[*runNode]bool            // finished or handed to the outbox in this pass
 	usage usage
 	// watermarks are the pipelines whose watermark this pass recomputes.
-	watermarks map[*pipe]bool
+	watermarks     map[*pipe]bool
+	watermarkOrder []*pipe
 }
 
 // decide computes the commands of one pass: record what ended, then admit
@@ -159,6 +160,7 @@ func decide(s *snapshot) decided {
 		}
 	}
 	if s.stopping {
+		d.emitWatermarks()
 		return d.out
 	}
 	var ready []*tiNode
@@ -211,6 +213,7 @@ func decide(s *snapshot) decided {
 			break // else slots of max_active_runs were freed: admit more first
 		}
 	}
+	d.emitWatermarks()
 	d.enqueue(ready)
 	d.emit(claimWork{p: s.claim})
 	return d.out
@@ -220,6 +223,8 @@ func (d *decider) emit(c command) { d.out.commands = append(d.out.commands, c) }
 
 // watermark recomputes p's watermark after a run succeeded, at most every
 // watermarkEvery while runs succeed (the engine does it once more at the end).
+// The command comes after every run the pass finishes (emitWatermarks), so
+// that the watermark counts them all: the cache then marks it up to date.
 func (d *decider) watermark(p *pipe) {
 	if d.watermarks[p] || d.s.now.Sub(p.watermarkAt) < watermarkEvery {
 		return
@@ -228,7 +233,15 @@ func (d *decider) watermark(p *pipe) {
 		d.watermarks = map[*pipe]bool{}
 	}
 	d.watermarks[p] = true
-	d.emit(advanceWatermark{p: p})
+	d.watermarkOrder = append(d.watermarkOrder, p)
+}
+
+// emitWatermarks emits the watermark commands of the pass, after the runs
+// it finished.
+func (d *decider) emitWatermarks() {
+	for _, p := range d.watermarkOrder {
+		d.emit(advanceWatermark{p: p})
+	}
 }
 
 func (d *decider) soonest(t time.Time) {

@@ -197,6 +197,24 @@ func TestDecide(t *testing.T) {
 			want: []string{"admit sales 2025-02-27", "queue sales 2025-02-27 extract", "claim"},
 		},
 		{
+			// The watermark is recomputed after every run the pass
+			// finishes: one computed between them would miss the later ones.
+			name: "two runs finish in one pass: the watermark after both",
+			build: func(w *world) {
+				def := etl("sales")
+				def.MaxActiveRuns = 2
+				p := w.pipeline(def)
+				w.run(p, "2025-02-26", running, ts("extract", "success", "load", "success"))
+				w.run(p, "2025-02-27", running, ts("extract", "success", "load", "success"))
+			},
+			want: []string{
+				"finish sales 2025-02-26: success []",
+				"finish sales 2025-02-27: success []",
+				"advance watermark sales",
+				"claim",
+			},
+		},
+		{
 			name: "a run that finishes frees its slot in the same pass",
 			build: func(w *world) {
 				def := etl("sales")
@@ -207,8 +225,8 @@ func TestDecide(t *testing.T) {
 			},
 			want: []string{
 				"finish sales 2025-02-27: success []",
-				"advance watermark sales",
 				"admit sales 2025-02-28",
+				"advance watermark sales",
 				"queue sales 2025-02-28 extract",
 				"claim",
 			},
@@ -335,8 +353,8 @@ func TestDecide(t *testing.T) {
 			},
 			want: []string{
 				"finish orders 2025-02-28: success []",
-				"advance watermark orders",
 				"admit report 2025-02-28",
+				"advance watermark orders",
 				"queue report 2025-02-28 extract",
 				"claim",
 			},

@@ -97,7 +97,7 @@ func commitOutputsOnce(ctx context.Context, lakes *Lakes, def *dsl.Pipeline, run
 		}
 		files, err := o.Files(rv)
 		if err != nil {
-			return fmt.Errorf("output %s: %w: %w", o.Name, errNoOutputFiles, err)
+			return fmt.Errorf("output %s: %w", o.Name, noOutputFiles{err})
 		}
 		ref := lake.MainBranch
 		if run.Kind == store.KindBackfill {
@@ -127,9 +127,12 @@ func commitOutputsOnce(ctx context.Context, lakes *Lakes, def *dsl.Pipeline, run
 	return nil
 }
 
-// errNoOutputFiles: an output's files could not be listed (its glob found
-// none, or is invalid): trying again cannot help.
-var errNoOutputFiles = errors.New("its files")
+// noOutputFiles: an output's files could not be listed (its glob found
+// none, or is invalid): trying again cannot help. Its text is err's.
+type noOutputFiles struct{ err error }
+
+func (e noOutputFiles) Error() string { return e.err.Error() }
+func (e noOutputFiles) Unwrap() error { return e.err }
 
 // committed says whether a snapshot of the table carries the commit key.
 func committed(ctx context.Context, lk *lake.Lake, table, key string) (bool, error) {
