@@ -235,9 +235,6 @@ func TestOutputsRuleBlocksCutover(t *testing.T) {
 // locked", is tried again with backoff, and lands once the lock is gone.
 // The run succeeds, and its date has one snapshot with its commit key.
 func TestOutputCommitRetriesATransientFailure(t *testing.T) {
-	if testing.Short() {
-		t.Skip("holds a lock past the catalog's 30 s busy timeout")
-	}
 	e := newEnv(t, revenueHCL)
 	e.setFactor("1")
 	if sum := e.run(scheduler.Options{Now: utc("2025-07-02T00:00:00Z")}); sum.Failed() {
@@ -310,9 +307,6 @@ func (e *env) commitKeys() map[string]int {
 // expired owns the outbox entry now. Once the catalog is free, the table
 // has no snapshot of that run; the next execution commits it, once.
 func TestOutputCommitStopsWithTheLease(t *testing.T) {
-	if testing.Short() {
-		t.Skip("holds a lock past the catalog's 30 s busy timeout")
-	}
 	e := newEnv(t, revenueHCL)
 	e.setFactor("1")
 	if sum := e.run(scheduler.Options{Now: utc("2025-07-02T00:00:00Z")}); sum.Failed() {
