@@ -17,6 +17,7 @@ require (
 	github.com/zclconf/go-cty v1.20.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.48.0
+	mvdan.cc/sh/v3 v3.14.1
 )
 
 require (

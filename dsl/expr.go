@@ -456,7 +456,7 @@ func (l *loader) checkCommandType(attr *hcl.Attribute, v cty.Value) bool {
 			l.errorf(attr.Expr.Range(), "Invalid "+attr.Name, "%s must not be empty.", attr.Name)
 			return false
 		}
-		return true
+		return l.checkShellTemplate(attr.Expr)
 	case ty.IsTupleType() || ty.IsListType():
 		return l.checkArgvList(attr, v, "its first element is the program to run")
 	case ty.Equals(cty.DynamicPseudoType):

@@ -365,18 +365,38 @@ pipeline "p" {
   schedule   = "@daily"
   start_date = "2025-07-01"
   task "a" {
-    command = join(" ", concat(["copy"], local.tables))
+    command = concat(["copy"], local.tables)
   }
 }`, LoadOptions{})
 	cmd, err := ws.Pipeline("p").Task("a").Render(RunVars{}, PoolVars{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "copy s3://lake/FINANCE/a s3://lake/FINANCE/b"; cmd.Argv[2] != want {
-		t.Errorf("command = %q, want %q", cmd.Argv[2], want)
+	if want := "copy s3://lake/FINANCE/a s3://lake/FINANCE/b"; strings.Join(cmd.Argv, " ") != want {
+		t.Errorf("command = %q, want %q", cmd.Argv, want)
 	}
 
+	// The same string built in a local and used as a string command would
+	// make var.bucket code: refused at the command, naming the variable.
 	_, diags := load(t, map[string]string{"main.hcl": `
+variable "bucket" {
+  default = "lake"
+}
+locals {
+  copy = "copy s3://${var.bucket}/a"
+}
+pipeline "p" {
+  schedule   = "@daily"
+  start_date = "2025-07-01"
+  task "a" {
+    command = local.copy
+  }
+}`}, LoadOptions{})
+	if msgs := summaries(diags); !strings.Contains(msgs, "main.hcl:12,15-25: Command built outside its template") {
+		t.Errorf("a string command built in a local from var.*: %s", msgs)
+	}
+
+	_, diags = load(t, map[string]string{"main.hcl": `
 locals {
   a = local.b
   b = "${local.c}x"

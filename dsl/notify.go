@@ -170,13 +170,10 @@ func (n *Notify) Command() (*Command, error) {
 	if ctx == nil {
 		ctx = &hcl.EvalContext{Functions: functions()}
 	}
-	v, diags := n.command.Value(ctx)
-	if diags.HasErrors() {
-		return nil, fmt.Errorf("notify %s: command: %w", n.Name, diags)
-	}
-	argv, err := commandArgv(unmark(v))
+	sec := &shellSecrets{}
+	argv, _, err := renderCommand(n.command, ctx, sec)
 	if err != nil {
-		return nil, fmt.Errorf("notify %s: %w", n.Name, err)
+		return nil, fmt.Errorf("notify %s: command: %w", n.Name, err)
 	}
-	return &Command{Argv: argv, Env: n.secrets.addEnv(map[string]string{}), Dir: n.dir}, nil
+	return &Command{Argv: argv, Env: n.secrets.addEnv(sec.envOrEmpty()), Dir: n.dir}, nil
 }

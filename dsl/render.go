@@ -58,7 +58,7 @@ func runContext(parent *hcl.EvalContext, run cty.Value, pool *cty.Value) *hcl.Ev
 // Render evaluates the task's command, env and workdir for one attempt: a
 // string command becomes ["/bin/sh", "-c", command], a list is argv as is.
 // A sensitive value interpolated into a string command is rendered as a
-// reference to an environment variable ("$REWIND_SECRET_token") that Env
+// reference to an environment variable ("${REWIND_SECRET_token}") that Env
 // sets; Env also holds REWIND_SECRET_<name> for every sensitive variable.
 // Errors never hold a sensitive value.
 func (t *Task) Render(rv RunVars, pv PoolVars) (*Command, error) {
@@ -72,26 +72,17 @@ func (t *Task) render(rv RunVars, pv PoolVars) (*Command, error) {
 	}
 	pool := poolValue(pv)
 	ctx := runContext(t.ctx, runValue(rv, t.Pipeline, t.loc), &pool)
-	var v cty.Value
-	sec := &shellSecrets{}
-	if script, ok, diags := renderShell(t.command, ctx, sec); ok {
-		if diags.HasErrors() {
-			return nil, fmt.Errorf("task %s: command: %w", t.Name, diags)
-		}
-		v = cty.StringVal(script)
-	} else {
-		var diags hcl.Diagnostics
-		if v, diags = t.command.Value(ctx); diags.HasErrors() {
-			return nil, fmt.Errorf("task %s: command: %w", t.Name, diags)
-		}
-		if isSensitive(v) {
-			// Refused at load time; never into argv.
-			return nil, fmt.Errorf("task %s: command: a sensitive value can only be interpolated into a string command", t.Name)
-		}
-	}
-	argv, err := commandArgv(unmark(v))
+	sec := &shellSecrets{allowSensitive: true}
+	argv, v, err := renderCommand(t.command, ctx, sec)
 	if err != nil {
+		if _, ok := err.(hcl.Diagnostics); ok {
+			return nil, fmt.Errorf("task %s: command: %w", t.Name, err)
+		}
 		return nil, fmt.Errorf("task %s: %w", t.Name, err)
+	}
+	if v.Type() != cty.String && isSensitive(v) {
+		// Refused at load time; never into argv.
+		return nil, fmt.Errorf("task %s: command: a sensitive value can only be interpolated into a string command", t.Name)
 	}
 	cmd := &Command{Argv: argv, Env: map[string]string{}, Dir: t.Workdir}
 	if t.env != nil {
@@ -152,15 +143,12 @@ func (s *Skew) ProbeCommand(rv RunVars) (*Command, error) {
 	if s == nil || s.probe == nil {
 		return nil, nil
 	}
-	v, diags := s.probe.Value(runContext(s.ctx, runValue(rv, s.pipeline, s.loc), nil))
-	if diags.HasErrors() {
-		return nil, fmt.Errorf("probe: %w", diags)
-	}
-	argv, err := commandArgv(unmark(v))
+	sec := &shellSecrets{}
+	argv, _, err := renderCommand(s.probe, runContext(s.ctx, runValue(rv, s.pipeline, s.loc), nil), sec)
 	if err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
-	return &Command{Argv: argv, Env: map[string]string{}, Dir: s.dir}, nil
+	return &Command{Argv: argv, Env: sec.envOrEmpty(), Dir: s.dir}, nil
 }
 
 // Vars are the values of pool.* for an attempt in this pool.
@@ -229,15 +217,12 @@ func (p *Pool) renderCommand(name string, expr hcl.Expression) (*Command, error)
 	if expr == nil {
 		return nil, nil
 	}
-	v, diags := expr.Value(p.poolContext())
-	if diags.HasErrors() {
-		return nil, fmt.Errorf("pool %s: %s: %w", p.Name, name, diags)
-	}
-	argv, err := commandArgv(unmark(v))
+	sec := &shellSecrets{}
+	argv, _, err := renderCommand(expr, p.poolContext(), sec)
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %s: %w", p.Name, name, err)
 	}
-	return &Command{Argv: argv, Env: p.secrets.addEnv(map[string]string{}), Dir: p.dir}, nil
+	return &Command{Argv: argv, Env: p.secrets.addEnv(sec.envOrEmpty()), Dir: p.dir}, nil
 }
 
 // EffectiveSkew is the skew block that applies to the task in pipeline p:

@@ -3,7 +3,9 @@ package dsl
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -176,15 +178,15 @@ func (r *Requirement) Render(rv RunVars) (*RenderedRequirement, error) {
 		out.Path = sv.AsString()
 		return out, nil
 	}
-	v, diags := r.command.Value(evalCtx)
-	if diags.HasErrors() {
-		return nil, fmt.Errorf("command: %w", diags)
-	}
-	argv, err := commandArgv(unmark(v))
+	sec := &shellSecrets{}
+	argv, _, err := renderCommand(r.command, evalCtx, sec)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("command: %w", err)
 	}
 	out.Argv = argv
+	for _, k := range slices.Sorted(maps.Keys(sec.env)) {
+		out.Env = append(out.Env, k+"="+sec.env[k])
+	}
 	return out, nil
 }
 

@@ -21,10 +21,10 @@ import (
 //
 //   - a task's string command: each interpolation of a sensitive value is
 //     rendered as a reference to an environment variable of the attempt,
-//     "$REWIND_SECRET_<name>" for ${var.<name>}, "$REWIND_SECRET_<n>" (n =
-//     1, 2, ... in the order of the template) for a derived value, double
-//     quoted so that it stays one word. The value is in the attempt's
-//     environment, never in its argv, so ps does not show it;
+//     REWIND_SECRET_<name> for ${var.<name>}, REWIND_SECRET_<n> (n = 1, 2,
+//     ... in the order of the template) for a derived value, written for
+//     the context it stands in (shellrender.go). The value is in the
+//     attempt's environment, never in its argv, so ps does not show it;
 //   - a task's env block (the environment is not argv either);
 //   - a notify block's webhook (every error names only its scheme and host).
 //
@@ -405,15 +405,58 @@ func (l *loader) argvSecret(expr hcl.Expression, what string) {
 }
 
 // shellSecrets collects the environment variables a rendered string
-// command refers to for its sensitive values.
+// command refers to: REWIND_SECRET_<...> for its sensitive values,
+// REWIND_ARG_<n> for the other values that are not written in place.
 type shellSecrets struct {
-	env map[string]string
-	n   int
+	env            map[string]string
+	n              int // REWIND_SECRET_<n> numbers taken
+	args           int // REWIND_ARG_<n> numbers taken
+	allowSensitive bool
 }
 
-// ref is the shell text for a sensitive value: "$REWIND_SECRET_<name>" for
-// ${var.<name>}, else "$REWIND_SECRET_<n>".
-func (s *shellSecrets) ref(expr hcl.Expression, value string) string {
+// place is the text that stands for a value in context ctx of the script:
+// the value itself when it reads the same everywhere, else a reference to
+// an environment variable that holds it.
+func (s *shellSecrets) place(seg shellSegment, ctx shellContext) string {
+	var name string
+	switch {
+	case seg.sensitive:
+		name = s.secretName(seg.expr, seg.value)
+	case inlineSafe(seg.value):
+		return seg.value
+	default:
+		s.args++
+		name = fmt.Sprintf("%s%d", ArgEnvPrefix, s.args)
+		s.set(name, seg.value)
+	}
+	ref := "${" + name + "}"
+	switch ctx {
+	case ctxWord:
+		return `"` + ref + `"`
+	case ctxSingle:
+		return `'"` + ref + `"'`
+	}
+	return ref
+}
+
+// envOrEmpty is the variables collected, never nil.
+func (s *shellSecrets) envOrEmpty() map[string]string {
+	if s.env == nil {
+		return map[string]string{}
+	}
+	return s.env
+}
+
+func (s *shellSecrets) set(name, value string) {
+	if s.env == nil {
+		s.env = map[string]string{}
+	}
+	s.env[name] = value
+}
+
+// secretName names the variable of a sensitive value:
+// REWIND_SECRET_<name> for ${var.<name>}, else REWIND_SECRET_<n>.
+func (s *shellSecrets) secretName(expr hcl.Expression, value string) string {
 	name := ""
 	if st, ok := expr.(*hclsyntax.ScopeTraversalExpr); ok && len(st.Traversal) == 2 && st.Traversal.RootName() == "var" {
 		if a, ok := st.Traversal[1].(hcl.TraverseAttr); ok && envName.MatchString(a.Name) {
@@ -429,9 +472,6 @@ func (s *shellSecrets) ref(expr hcl.Expression, value string) string {
 			}
 		}
 	}
-	if s.env == nil {
-		s.env = map[string]string{}
-	}
-	s.env[name] = value
-	return `"$` + name + `"`
+	s.set(name, value)
+	return name
 }

@@ -182,9 +182,7 @@ func (l *loader) decodeTask(p *Pipeline, b *hcl.Block, content *hcl.BodyContent,
 		cmdScope := runScope
 		cmdScope.secrets = secretsCommand
 		v := l.eval(attr.Expr, ctx, cmdScope)
-		if l.checkCommandType(attr, v) {
-			l.checkQuotedInterpolations(attr.Expr)
-		}
+		l.checkCommandType(attr, v)
 	}
 	if attr := attrs["env"]; attr != nil {
 		envScope := runScope

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -105,4 +107,105 @@ func escapeAll(vals []string) []string {
 		out[i] = v
 	}
 	return out
+}
+
+// The quoting contexts of a string command and the payloads of the
+// security issue: every context times every payload, from -var,
+// REWIND_VAR_* and for_each keys, through `rewind run`. Each task writes
+// what it received to $O; P must never be created.
+var injectionContexts = []struct {
+	name, template string
+	want           func(v string) string
+}{
+	{"bare", `printf '%s' ${V} > "$O"`, nil},
+	{"single", `printf '%s' '${V}' > "$O"`, nil},
+	{"single_inside", `printf '%s' 'a ${V} b' > "$O"`, func(v string) string { return "a " + v + " b" }},
+	{"double", `printf '%s' "${V}" > "$O"`, nil},
+	{"double_inside", `printf '%s' "a${V}b" > "$O"`, func(v string) string { return "a" + v + "b" }},
+	{"command_subst", `v=$(printf '%s' ${V}; printf x); printf '%s' "$${v%x}" > "$O"`, nil},
+	{"command_subst_quoted", `v="$(printf '%s' "${V}"; printf x)"; printf '%s' "$${v%x}" > "$O"`, nil},
+	{"backticks", "v=`printf '%s' ${V}; printf x`; printf '%s' \"$${v%x}\" > \"$O\"", nil},
+	{"backticks_quoted", "v=`printf '%s' \"${V}\"; printf x`; printf '%s' \"$${v%x}\" > \"$O\"", nil},
+	{"heredoc", "cat > \"$O\" <<EOF\n${V}\nEOF", func(v string) string { return v + "\n" }},
+	{"case_pattern", `case "$P" in ${V}) echo match > "$O";; *) echo other > "$O";; esac`, func(string) string { return "match\n" }},
+}
+
+var injectionPayloads = []string{"x'; touch P; '", `"; touch P; "`, "$(touch P)", "`touch P`", "\n", `\`, "*", ""}
+
+func TestInjectionEveryContext(t *testing.T) {
+	dir := t.TempDir()
+	var hcl strings.Builder
+	hcl.WriteString("variable \"v\" {\n  type = list(string)\n}\n")
+	for i := range injectionPayloads {
+		fmt.Fprintf(&hcl, "variable \"e%d\" {}\n", i)
+	}
+	hcl.WriteString("pipeline \"p\" {\n  schedule   = \"@daily\"\n  start_date = \"2025-07-01\"\n  end_date   = \"2025-07-01\"\n")
+	type expect struct{ file, want, what string }
+	var expects []expect
+	for _, c := range injectionContexts {
+		for i, payload := range injectionPayloads {
+			want := payload
+			if c.want != nil {
+				want = c.want(payload)
+			}
+			for _, src := range []struct{ name, ref, forEach string }{
+				{"var", fmt.Sprintf("var.v[%d]", i), ""},
+				{"env", fmt.Sprintf("var.e%d", i), ""},
+				{"key", "each.key", fmt.Sprintf("for_each = toset([var.v[%d]])\n", i)},
+			} {
+				if src.name == "key" && payload == "" {
+					continue // for_each keys are never empty
+				}
+				name := fmt.Sprintf("%s_%d_%s", c.name, i, src.name)
+				tmpl := strings.ReplaceAll(c.template, "${V}", "${"+src.ref+"}")
+				fmt.Fprintf(&hcl, "  task %q {\n    %s    command = \"%s\"\n    env = { O = \"out/%s\", P = var.v[%d] }\n  }\n",
+					name, src.forEach, hclTemplate(tmpl), name, i)
+				expects = append(expects, expect{file: name, want: want, what: fmt.Sprintf("%s, %s, payload %q", c.name, src.name, payload)})
+			}
+		}
+	}
+	hcl.WriteString("}\n")
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(hcl.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "out"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w := &workspace{t: t, dir: dir}
+	list := `["` + strings.Join(escapeAll(injectionPayloads), `", "`) + `"]`
+	withVars := func(args ...string) *exec.Cmd {
+		cmd := w.command(append(args, "-var", "v="+list)...)
+		for i, p := range injectionPayloads {
+			cmd.Env = append(cmd.Env, fmt.Sprintf("REWIND_VAR_e%d=%s", i, p))
+		}
+		return cmd
+	}
+	if out, err := withVars("validate").CombinedOutput(); err != nil || strings.Contains(string(out), "Warning") {
+		t.Fatalf("validate: %v\n%s", err, out)
+	}
+	if out, err := withVars("run", "--now", "2025-07-02T00:00:00Z").CombinedOutput(); err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "P")); err == nil {
+		t.Errorf("a value ran as shell code: %s/P exists", dir)
+	}
+	for _, e := range expects {
+		got, err := os.ReadFile(filepath.Join(dir, "out", e.file))
+		if err != nil {
+			t.Errorf("%s: %v", e.what, err)
+			continue
+		}
+		if string(got) != e.want {
+			t.Errorf("%s: the task received %q, want %q", e.what, got, e.want)
+		}
+	}
+	t.Logf("%d tasks, %d contexts x %d payloads x 3 sources", len(expects), len(injectionContexts), len(injectionPayloads))
+}
+
+// hclTemplate writes a template as an HCL string literal's contents,
+// keeping its interpolations.
+func hclTemplate(s string) string {
+	s = strings.ReplaceAll(s, `\`, `\\`)
+	s = strings.ReplaceAll(s, `"`, `\"`)
+	return strings.ReplaceAll(s, "\n", `\n`)
 }
