@@ -354,6 +354,20 @@ func (s *server) execute(ctx context.Context, all bool, names []string) bool {
 			failed++
 		}
 	}
+	if failed > 0 {
+		// A failed run is logged at WARN with what failed, so that a log
+		// alert can page someone.
+		frs, ferr := scheduler.FailedRuns(context.WithoutCancel(ctx), s.o.Store, sum, most)
+		for _, fr := range frs {
+			s.log.Warn("run failed", "pipeline", fr.Pipeline, "logical_date", fr.LogicalDate.Format(time.RFC3339), "run_id", fr.RunID, "kind", fr.Kind, "tasks", s.ws.Redact(fr.TasksText()))
+		}
+		if ferr != nil {
+			s.log.Warn("run failed: cannot read what failed", "error", s.ws.RedactError(ferr))
+		}
+		if failed > len(frs) {
+			s.log.Warn("more runs failed", "count", failed-len(frs))
+		}
+	}
 	if sum.Created > 0 || len(sum.Finished) > 0 {
 		s.log.Info("execution done", "created", sum.Created, "succeeded", ok, "failed", failed, "attempts", sum.Attempts)
 	}

@@ -98,14 +98,14 @@ not be read or written, 130 interrupted.`,
 			}
 			sum, err := scheduler.Run(ctx, o)
 			prog.finish()
-			return f.report(ctx, g, sum, err)
+			return f.report(ctx, g, o.Store, sum, err)
 		},
 	}
 	f.ws.add(c)
 	c.Flags().BoolVar(&f.catchup, "catchup", false, "run every due interval since start_date, even for pipelines with catchup = false")
 	c.Flags().StringArrayVar(&f.pipelines, "pipeline", nil, "run only this pipeline (repeatable)")
 	c.Flags().StringVar(&f.now, "now", "", "fix the clock that decides which intervals are due (RFC 3339)")
-	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "print nothing but errors")
+	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "print nothing but errors and the runs that failed")
 	c.Flags().BoolVar(&f.wait, "wait", false, "wait for another rewind on the same state to finish instead of exiting with code 3")
 	c.Flags().IntVar(&f.maxActiveRuns, "max-active-runs", 0, "override every pipeline's max_active_runs")
 	c.Flags().DurationVar(&f.grace, "grace", 10*time.Second, "on Ctrl-C, how long running attempts get before they are killed")
@@ -154,7 +154,7 @@ func limitsPools(w *dsl.Workspace) bool {
 }
 
 // report prints the summary of a run and returns its exit code.
-func (f *runFlags) report(ctx context.Context, g *globals, sum *scheduler.Summary, err error) error {
+func (f *runFlags) report(ctx context.Context, g *globals, st store.Store, sum *scheduler.Summary, err error) error {
 	if err != nil && ctx.Err() != nil && !store.IsUnavailable(err) {
 		// Ctrl-C while the state was being opened or read: nothing
 		// was half-done; the next 'rewind run' starts afresh.
@@ -164,8 +164,21 @@ func (f *runFlags) report(ctx context.Context, g *globals, sum *scheduler.Summar
 	if errors.As(err, &busy) {
 		return exitWith(exitLeaseBusy, "%v", busy)
 	}
+	failed := failedRuns(st, sum)
 	if sum != nil && !f.quiet {
-		printSummary(g.stdout, sum)
+		printSummary(g.stdout, sum, failed)
+		if len(sum.Finished) == 0 && err == nil {
+			printFailedWaiting(g.stdout, st, f.pipelines)
+		}
+	}
+	if f.quiet {
+		// From cron, the runs that failed are what someone must hear of.
+		for _, r := range failed {
+			fmt.Fprintln(g.stderr, "failed run: "+r.Line())
+		}
+		if n := failedCount(sum); n > len(failed) {
+			fmt.Fprintf(g.stderr, "... and %d more failed runs (rewind runs --failed lists them)\n", n-len(failed))
+		}
 	}
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "unknown pipeline") {
@@ -252,8 +265,52 @@ func (p *progress) finish() {
 	}
 }
 
+// mostFailed is how many failed runs a summary names one by one.
+const mostFailed = 20
+
+// failedRuns reads what failed in the failed runs of sum (at most
+// mostFailed); on a state error, the summary's task names.
+func failedRuns(st store.Store, sum *scheduler.Summary) []scheduler.FailedRun {
+	if st == nil || failedCount(sum) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, _ := scheduler.FailedRuns(ctx, st, sum, mostFailed)
+	return out
+}
+
+func failedCount(sum *scheduler.Summary) int {
+	n := 0
+	if sum != nil {
+		for _, r := range sum.Finished {
+			if r.State == store.RunFailed {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// printFailedWaiting says, when nothing ran, how many runs of the selected
+// pipelines are failed and how to run them again.
+func printFailedWaiting(w io.Writer, st store.Store, pipelines []string) {
+	if st == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: pipelines, States: []store.RunState{store.RunFailed}})
+	if err != nil || len(runs) == 0 {
+		return
+	}
+	first := runs[0]
+	fmt.Fprintf(w, "%s failed earlier (a failed run is not run again by itself): rewind runs --failed lists them; rewind clear %s --start %s --end %s runs the first again\n",
+		plural(len(runs), "run"), first.Pipeline, first.LogicalDate.Format(time.RFC3339), first.LogicalDate.Format(time.RFC3339))
+}
+
 // printSummary prints one line per pipeline and the failed runs.
-func printSummary(w io.Writer, s *scheduler.Summary) {
+func printSummary(w io.Writer, s *scheduler.Summary, failed []scheduler.FailedRun) {
 	for _, name := range s.Paused {
 		fmt.Fprintf(w, "pipeline %s is paused: nothing run (rewind unpause %s)\n", name, name)
 	}
@@ -287,19 +344,20 @@ func printSummary(w io.Writer, s *scheduler.Summary) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", n, rows[n].ok+rows[n].failed, rows[n].ok, rows[n].failed)
 	}
 	tw.Flush()
-	shown := 0
-	for _, r := range s.Finished {
-		if r.State != store.RunFailed {
-			continue
+	if n := failedCount(s); n > 0 {
+		fmt.Fprintln(w, "failed runs:")
+		for _, r := range failed {
+			fmt.Fprintln(w, "  "+r.Line())
 		}
-		if shown == 0 {
-			fmt.Fprintln(w, "failed runs:")
+		if len(failed) == 0 {
+			for _, r := range s.Finished {
+				if r.State == store.RunFailed {
+					fmt.Fprintf(w, "  %s %s: %s\n", r.Pipeline, r.LogicalDate.Format(time.RFC3339), collapsePrefixes(strings.Join(r.FailedTasks, ", ")))
+				}
+			}
+		} else if n > len(failed) {
+			fmt.Fprintf(w, "  ... and %d more (rewind runs --failed lists them)\n", n-len(failed))
 		}
-		if shown++; shown > 20 {
-			fmt.Fprintln(w, "  ... (rewind runs --pipeline NAME shows them all)")
-			break
-		}
-		fmt.Fprintf(w, "  %s %s: %s\n", r.Pipeline, r.DS, collapsePrefixes(strings.Join(r.FailedTasks, ", ")))
 	}
 	printLeftovers(w, s)
 	fmt.Fprintf(w, "%d attempts in %s\n", s.Attempts, time.Since(s.Progress.Started).Round(time.Millisecond))

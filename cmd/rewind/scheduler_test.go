@@ -79,3 +79,32 @@ func TestSchedulerCommandBroken(t *testing.T) {
 		}
 	}
 }
+
+// rewind scheduler logs a failed run at WARN, with what failed in it, so
+// that a log alert can page someone.
+func TestSchedulerLogsFailedRun(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, map[string]string{
+		"main.hcl": `
+pipeline "p" {
+  schedule   = "@hourly"
+  start_date = "2025-07-01T00:00:00Z"
+  end_date   = "2025-07-01T01:00:00Z"
+  task "boom" {
+    command = "test $REWIND_LOGICAL_DATE != 2025-07-01T01:00:00Z || exit 4"
+  }
+  task "after" {
+    depends_on = [task.boom]
+    command    = "true"
+  }
+}
+`,
+	})
+	p := w.start("scheduler", "--poll", "50ms", "--grace", "1s")
+	want := `level=WARN msg="run failed" pipeline=p logical_date=2025-07-01T01:00:00Z run_id=scheduled__2025-07-01T01:00:00Z kind=scheduled tasks="after (upstream_failed), boom (exit 4, try 1, pool default)"`
+	waitFor(t, "the failed run logged at WARN", func() bool { return strings.Contains(p.stderr.String(), want) })
+	p.term()
+	if n := strings.Count(p.stderr.String(), `msg="run failed"`); n != 1 {
+		t.Errorf("%d run failed lines, want 1:\n%s", n, p.stderr.String())
+	}
+}

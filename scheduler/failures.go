@@ -1,0 +1,118 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rewind-dev/rewind/store"
+)
+
+// FailedRun is a run that failed, with what failed in it: what `rewind run`
+// prints for it (also with --quiet) and `rewind scheduler` logs at WARN.
+type FailedRun struct {
+	Pipeline    string
+	LogicalDate time.Time
+	RunID       string
+	Kind        string
+	Tasks       []FailedTask
+}
+
+// FailedTask is a task instance of a failed run that did not succeed, with
+// its latest attempt.
+type FailedTask struct {
+	Task  string
+	State string // the task instance's state: failed, upstream_failed, ...
+	// Outcome is the latest attempt's: "exit 3", "oom", "timeout",
+	// "signal killed", "lost"; "" when the task never ran (upstream_failed).
+	Outcome string
+	Try     int
+	Pool    string
+	LogPath string
+}
+
+// FailedRuns reads from st what failed in the failed runs of sum, at most
+// most of them (oldest first).
+func FailedRuns(ctx context.Context, st store.Store, sum *Summary, most int) ([]FailedRun, error) {
+	if sum == nil {
+		return nil, nil
+	}
+	var out []FailedRun
+	for _, r := range sum.Finished {
+		if r.State != store.RunFailed {
+			continue
+		}
+		if len(out) == most {
+			break
+		}
+		fr := FailedRun{Pipeline: r.Pipeline, LogicalDate: r.LogicalDate}
+		runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{r.Pipeline}, From: r.LogicalDate, To: r.LogicalDate, WithTasks: true, WithAttempts: true})
+		if err != nil {
+			return out, err
+		}
+		for _, run := range runs {
+			fr.Kind, fr.RunID = string(run.Kind), store.RunID(run.Kind, run.LogicalDate)
+			for _, ti := range run.Tasks {
+				if ti.State == store.TaskSuccess || ti.State == store.TaskSkipped {
+					continue
+				}
+				ft := FailedTask{Task: ti.Task, State: string(ti.State), Try: ti.TryNumber, Pool: ti.Pool}
+				if n := len(ti.Attempts); n > 0 {
+					a := ti.Attempts[n-1]
+					ft.Outcome, ft.Pool, ft.LogPath = Outcome(a), a.Pool, a.LogPath
+				}
+				fr.Tasks = append(fr.Tasks, ft)
+			}
+		}
+		if len(fr.Tasks) == 0 {
+			for _, t := range r.FailedTasks {
+				fr.Tasks = append(fr.Tasks, FailedTask{Task: t}) // the output's commit failed: its error
+			}
+		}
+		out = append(out, fr)
+	}
+	return out, nil
+}
+
+// Outcome says how an attempt ended, in a few words: "exit 3", "oom",
+// "timeout", "signal killed", "lost", "interrupted".
+func Outcome(a store.Attempt) string {
+	switch {
+	case a.State == store.AttemptOOM:
+		return "oom"
+	case a.Signal == "timeout":
+		return "timeout"
+	case a.State == store.AttemptLost || a.State == store.AttemptInterrupted || a.State == store.AttemptRunning:
+		return string(a.State)
+	case a.ExitCode != nil:
+		return fmt.Sprintf("exit %d", *a.ExitCode)
+	case a.Signal != "":
+		return "signal " + a.Signal
+	}
+	return string(a.State)
+}
+
+// Line is the failed run on one line: "daily 2025-07-01T00:00:00Z:
+// extract (exit 3, try 2, pool default), load (upstream_failed)".
+func (f FailedRun) Line() string {
+	return f.Pipeline + " " + f.LogicalDate.Format(time.RFC3339) + ": " + f.TasksText()
+}
+
+// TasksText is what failed: "extract (exit 3, try 2, pool default), load
+// (upstream_failed)".
+func (f FailedRun) TasksText() string {
+	parts := make([]string, 0, len(f.Tasks))
+	for _, t := range f.Tasks {
+		if t.State == "" {
+			parts = append(parts, t.Task)
+			continue
+		}
+		if t.Outcome == "" {
+			parts = append(parts, t.Task+" ("+t.State+")")
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s, try %d, pool %s)", t.Task, t.Outcome, t.Try, t.Pool))
+	}
+	return strings.Join(parts, ", ")
+}
