@@ -142,6 +142,43 @@ func openDSN(ctx context.Context, dsn string) (store.Store, error) {
 	return st, nil
 }
 
+// checkStateNotLost refuses to create a SQLite state beside the logs and
+// run directories of an earlier one: the state was deleted or moved, and a
+// new one would run every finished attempt again. newState (--new-state)
+// says it is on purpose.
+func (g *globals) checkStateNotLost(newState bool) error {
+	dsn, _, err := g.stateDSN()
+	if err != nil || newState {
+		return err
+	}
+	path, ok := store.SQLitePath(dsn)
+	if !ok {
+		return nil
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	dir := filepath.Dir(path)
+	var found []string
+	for _, sub := range []string{"logs", "runs"} {
+		n := 0
+		_ = filepath.WalkDir(filepath.Join(dir, sub), func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				n++
+			}
+			return nil
+		})
+		if n > 0 {
+			found = append(found, fmt.Sprintf("%d files in %s", n, filepath.Join(dir, sub)))
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	return exitWith(exitState, "no state at %s, but %s of earlier runs: the state was deleted or moved, and a new one would run every finished attempt again. Put the state back (or point --state at it); to start a new state on purpose, pass --new-state",
+		path, strings.Join(found, " and "))
+}
+
 // errNoState is the error of a command that needs a state where none exists.
 func (g *globals) errNoState(explicit bool, path string) error {
 	if explicit {

@@ -34,6 +34,7 @@ type runFlags struct {
 	pipelines     []string
 	now           string
 	quiet         bool
+	newState      bool
 	wait          bool
 	maxActiveRuns int
 	grace         time.Duration
@@ -79,6 +80,9 @@ not be read or written, 130 interrupted.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if err := g.checkStateNotLost(f.newState); err != nil {
+				return err
+			}
 			if o.Store, err = openStore(ctx, g); err != nil {
 				if ctx.Err() != nil {
 					return exitWith(exitInterrupt, "interrupted")
@@ -105,6 +109,7 @@ not be read or written, 130 interrupted.`,
 	c.Flags().BoolVar(&f.catchup, "catchup", false, "run every due interval since start_date, even for pipelines with catchup = false")
 	c.Flags().StringArrayVar(&f.pipelines, "pipeline", nil, "run only this pipeline (repeatable)")
 	c.Flags().StringVar(&f.now, "now", "", "fix the clock that decides which intervals are due (RFC 3339)")
+	c.Flags().BoolVar(&f.newState, "new-state", false, "start a new SQLite state even though logs of an earlier one are there (its runs run again)")
 	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "print nothing but errors and the runs that failed")
 	c.Flags().BoolVar(&f.wait, "wait", false, "wait for another rewind on the same state to finish instead of exiting with code 3")
 	c.Flags().IntVar(&f.maxActiveRuns, "max-active-runs", 0, "override every pipeline's max_active_runs")

@@ -21,11 +21,12 @@ func init() { register(newSchedulerCmd) }
 
 func newSchedulerCmd(g *globals) *cobra.Command {
 	var (
-		ws    workspaceFlags
-		quiet bool
-		grace time.Duration
-		poll  time.Duration
-		ttl   time.Duration
+		ws       workspaceFlags
+		quiet    bool
+		newState bool
+		grace    time.Duration
+		poll     time.Duration
+		ttl      time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "scheduler [PATH]",
@@ -99,6 +100,9 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error
 			defer stop()
 			reload, stopHUP := reloadOnHUP(ctx)
 			defer stopHUP()
+			if err := g.checkStateNotLost(newState); err != nil {
+				return err
+			}
 			st, err := openStore(ctx, g)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -126,6 +130,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error
 	}
 	ws.add(c)
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "log only warnings and errors")
+	c.Flags().BoolVar(&newState, "new-state", false, "start a new SQLite state even though logs of an earlier one are there (its runs run again)")
 	c.Flags().DurationVar(&grace, "grace", 10*time.Second, "on SIGTERM/SIGINT, how long running attempts get before they are killed (under 0.4 x --lease-ttl)")
 	c.Flags().DurationVar(&ttl, "lease-ttl", lease.DefaultTTL, "how long the leadership and the attempts' lease.Heartbeat last without renewal: a standby takes over within it")
 	c.Flags().DurationVar(&poll, "poll", daemon.DefaultPollEvery, "how often to look at the pipeline files for changes")
