@@ -376,7 +376,7 @@ func printLeftovers(w io.Writer, s *scheduler.Summary) {
 		fmt.Fprintf(w, "waiting for upstream data: %s (they run once it succeeds: rewind clear the upstream dates, then rewind run)\n", plural(n, "run"))
 		for i, r := range s.Waiting {
 			if i == most {
-				fmt.Fprintf(w, "  ... and %d more (rewind runs --state queued lists them)\n", n-most)
+				fmt.Fprintf(w, "  ... and %d more (rewind runs --status queued lists them)\n", n-most)
 				break
 			}
 			what := fmt.Sprintf("%s %s (%s)", r.Upstream, runDate(r.UpstreamDS, r.UpstreamLogicalDate, r.LogicalDate), r.UpstreamState)

@@ -31,6 +31,7 @@ func newRunsCmd(g *globals) *cobra.Command {
 		pipeline   string
 		asJSON     bool
 		states     []string
+		statuses   []string
 		start, end string
 		limit      int
 		failed     bool
@@ -44,12 +45,14 @@ line per attempt (task, try, pool, exit status, duration, and why it ran in
 that pool). A run that failed although its tasks succeeded failed in its
 output commit: its reason says so.
 
-Filters: --pipeline, --state (repeatable, or a comma list; a value that is
-a state DSN, sqlite:PATH or postgres://..., names the state to read, as
-for every command), --failed (the same as --state failed), --start/--end (a date selects whole days by ds,
+Filters: --pipeline, --status (repeatable, or a comma list: queued,
+running, success, failed), --failed (the same as --status failed),
+--start/--end (a date selects whole days by ds,
 inclusive; a timestamp exact logical dates) and --limit N (the N latest of
 the runs selected). --json prints one JSON array of runs with their tasks
-and every attempt.`,
+and every attempt. --state names the state to read (sqlite:PATH or
+postgres://...), as for every command; a run state given to --state
+still filters, with a note to use --status.`,
 		Example: `  rewind runs
   rewind runs --path examples/daily_revenue --failed
   rewind runs --pipeline daily_revenue --start 2025-07-01 --end 2025-07-07
@@ -66,7 +69,7 @@ and every attempt.`,
 			if err != nil {
 				return err
 			}
-			want, err := runStateFilter(g, states, failed)
+			want, err := runStateFilter(g, states, statuses, failed)
 			if err != nil {
 				return err
 			}
@@ -95,7 +98,8 @@ and every attempt.`,
 		},
 	}
 	c.Flags().StringVar(&pipeline, "pipeline", "", "only this pipeline")
-	c.Flags().StringArrayVar(&states, "state", nil, "only runs in this state: queued, running, success, failed (repeatable, or a comma list); a DSN (sqlite:PATH, postgres://...) names the state to read, as for every command")
+	c.Flags().StringArrayVar(&states, "state", nil, "the state to read (sqlite:PATH or postgres://...), as for every command; a run state here still filters (use --status)")
+	c.Flags().StringArrayVar(&statuses, "status", nil, "only runs in this state: queued, running, success, failed (repeatable, or a comma list)")
 	c.Flags().BoolVar(&failed, "failed", false, "only failed runs (--state failed)")
 	c.Flags().StringVar(&start, "start", "", "first ds (YYYY-MM-DD) or logical date (RFC 3339)")
 	c.Flags().StringVar(&end, "end", "", "last ds or logical date, inclusive")
@@ -108,8 +112,9 @@ and every attempt.`,
 // --state is both the filter (a run state) and, as for every command, the
 // state DSN (sqlite:PATH, postgres://...), which it records in g: the
 // values cannot be mistaken for one another.
-func runStateFilter(g *globals, states []string, failed bool) ([]store.RunState, error) {
+func runStateFilter(g *globals, states, statuses []string, failed bool) ([]store.RunState, error) {
 	var want []store.RunState
+	lists := slices.Clone(statuses)
 	for _, list := range states {
 		if isDSN(list) {
 			if g.state != "" && g.state != list {
@@ -118,6 +123,13 @@ func runStateFilter(g *globals, states []string, failed bool) ([]store.RunState,
 			g.state = list
 			continue
 		}
+		if i := strings.Index(list, "://"); i >= 0 {
+			return nil, exitWith(exitUsage, "--state %q: want sqlite:PATH or postgres://...", list[:i]+"://...")
+		}
+		fmt.Fprintf(g.stderr, "note: --state %s filters by run state for now; use --status %s (--state names the state to read)\n", list, list)
+		lists = append(lists, list)
+	}
+	for _, list := range lists {
 		for _, s := range strings.Split(list, ",") {
 			s = strings.TrimSpace(s)
 			if !slices.Contains(runStates, s) {
@@ -125,7 +137,7 @@ func runStateFilter(g *globals, states []string, failed bool) ([]store.RunState,
 				if i := strings.Index(shown, "://"); i >= 0 {
 					shown = shown[:i] + "://..."
 				}
-				return nil, exitWith(exitUsage, "--state %q: want a run state to filter by (%s) or the state to read (sqlite:PATH or postgres://...)", shown, strings.Join(runStates, ", "))
+				return nil, exitWith(exitUsage, "--status %q: want a run state to filter by (%s); --state names the state to read (sqlite:PATH or postgres://...)", shown, strings.Join(runStates, ", "))
 			}
 			want = append(want, store.RunState(s))
 		}
