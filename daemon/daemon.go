@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -91,6 +92,10 @@ type ServeOptions struct {
 	Holder *lease.Holder
 	// EnsureAgent is scheduler.Options.EnsureAgent for every execution.
 	EnsureAgent func() error
+	// PauseNewOver: a pipeline the state has never seen whose catchup
+	// would create more than this many runs starts paused, logged at WARN
+	// with the count and the unpause command (0: never).
+	PauseNewOver int
 	// LeaseTTL is how long the leases of this scheduler (the leadership,
 	// the execution's) and its heartbeat last without renewal (default
 	// LeaseTTL): a standby takes over within it after the active one dies.
@@ -155,6 +160,7 @@ type server struct {
 
 // use makes ws the definition, and computes every pipeline's next tick.
 func (s *server) use(ws *dsl.Workspace) {
+	s.pauseNew(ws)
 	s.ws = ws
 	s.next = map[string]time.Time{}
 	s.carry = map[string]bool{}
@@ -165,6 +171,63 @@ func (s *server) use(ws *dsl.Workspace) {
 	if s.o.OnLoad != nil {
 		s.o.OnLoad(ws)
 	}
+}
+
+// maxCountDue bounds the count of due runs of a new pipeline.
+const maxCountDue = 1_000_000
+
+// pauseNew pauses each pipeline of ws that the state has never seen and
+// whose catchup would create more than PauseNewOver runs, as Airflow
+// creates new DAGs paused: a pipeline renamed in a running scheduler, or
+// added with an old start_date, does not run its whole history unasked.
+func (s *server) pauseNew(ws *dsl.Workspace) {
+	if s.o.PauseNewOver <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	now := s.o.Clock()
+	for _, p := range ws.Pipelines {
+		if !p.Catchup || p.Schedule == "" {
+			continue
+		}
+		if _, err := s.o.Store.GetPipeline(ctx, p.Name); !errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		tt, err := timetable.New(p.Schedule, p.Timezone)
+		if err != nil {
+			continue
+		}
+		n := 0
+		for range tt.Intervals(timetable.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}) {
+			if n++; n == maxCountDue {
+				break
+			}
+		}
+		if n <= s.o.PauseNewOver {
+			continue
+		}
+		err = s.o.Store.InTx(ctx, func(tx store.Store) error {
+			if _, err := tx.UpsertPipeline(ctx, store.UpsertPipelineParams{Name: p.Name, Hash: p.Hash, Now: now}); err != nil {
+				return err
+			}
+			return tx.SetPaused(ctx, store.SetPausedParams{Name: p.Name, Paused: true, Now: now})
+		})
+		if err != nil {
+			s.log.Error("cannot pause a new pipeline", "pipeline", p.Name, "error", s.redactErr(ws, err))
+			continue
+		}
+		count := strconv.Itoa(n)
+		if n == maxCountDue {
+			count = "at least " + count
+		}
+		s.log.Warn("new pipeline paused: its catchup would create many runs", "pipeline", p.Name, "due_runs", count,
+			"over", s.o.PauseNewOver, "unpause", "rewind unpause "+p.Name)
+	}
+}
+
+func (s *server) redactErr(ws *dsl.Workspace, err error) string {
+	return ws.RedactError(err).Error()
 }
 
 // schedule records p's next tick after now.

@@ -348,7 +348,7 @@ func (w *workspace) faultScheduler(dsn, host, ttl string) *proc {
 	if host != "" {
 		env = append(env, "REWIND_HOST="+host)
 	}
-	return w.startEnv(env, "scheduler", "--poll", "100ms", "--lease-ttl", ttl, "--grace", "1s")
+	return w.startEnv(env, "scheduler", "--poll", "100ms", "--lease-ttl", ttl, "--grace", "1s", "--pause-new-over", "0") // their catchups are the work under test
 }
 
 // The state goes away for 3 s (every connection cut, new ones refused)

@@ -110,7 +110,7 @@ func (w *workspace) haScheduler(host string) *proc {
 	if host != "" {
 		env = append(env, "REWIND_HOST="+host)
 	}
-	return w.startEnv(env, "scheduler", "--poll", "100ms", "--lease-ttl", haTTL().String(), "--grace", "1s")
+	return w.startEnv(env, "scheduler", "--poll", "100ms", "--lease-ttl", haTTL().String(), "--grace", "1s", "--pause-new-over", "0") // their catchups are the work under test
 }
 
 var leadsRE = regexp.MustCompile(`time=(\S+) level=INFO msg="active: this scheduler leads"`)

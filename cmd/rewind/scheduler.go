@@ -21,12 +21,13 @@ func init() { register(newSchedulerCmd) }
 
 func newSchedulerCmd(g *globals) *cobra.Command {
 	var (
-		ws       workspaceFlags
-		quiet    bool
-		newState bool
-		grace    time.Duration
-		poll     time.Duration
-		ttl      time.Duration
+		ws           workspaceFlags
+		quiet        bool
+		newState     bool
+		pauseNewOver int
+		grace        time.Duration
+		poll         time.Duration
+		ttl          time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "scheduler [PATH]",
@@ -116,8 +117,8 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error
 			err = daemon.Serve(ctx, daemon.ServeOptions{
 				Store: st, Path: path, LoadOptions: opts, Workspace: w, Home: homeDir(g),
 				Grace: grace, PollEvery: poll, Reload: reload, Log: log, LeaseTTL: ttl,
-				EnsureAgent: agentStarter(g, ttl),
-				OnLoad:      out.use,
+				EnsureAgent: agentStarter(g, ttl), PauseNewOver: pauseNewOver,
+				OnLoad: out.use,
 				OnWarning: func(msg string) {
 					log.Warn(msg)
 				},
@@ -130,6 +131,7 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error
 	}
 	ws.add(c)
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "log only warnings and errors")
+	c.Flags().IntVar(&pauseNewOver, "pause-new-over", 24, "a pipeline new to the state whose catchup would create more runs than this starts paused (0: never)")
 	c.Flags().BoolVar(&newState, "new-state", false, "start a new SQLite state even though logs of an earlier one are there (its runs run again)")
 	c.Flags().DurationVar(&grace, "grace", 10*time.Second, "on SIGTERM/SIGINT, how long running attempts get before they are killed (under 0.4 x --lease-ttl)")
 	c.Flags().DurationVar(&ttl, "lease-ttl", lease.DefaultTTL, "how long the leadership and the attempts' lease.Heartbeat last without renewal: a standby takes over within it")

@@ -108,3 +108,45 @@ pipeline "p" {
 		t.Errorf("%d run failed lines, want 1:\n%s", n, p.stderr.String())
 	}
 }
+
+// A pipeline new to the state whose catchup would create more runs than
+// --pause-new-over starts paused in rewind scheduler, with a WARN naming
+// the count and the unpause command; a small one runs at once.
+func TestSchedulerPausesNewPipelineWithHistory(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, map[string]string{
+		"main.hcl": `
+pipeline "big" {
+  schedule   = "@hourly"
+  start_date = "2025-07-01T00:00:00Z"
+  end_date   = "2025-07-02T00:00:00Z"
+  task "t" {
+    command = "echo big >> big.log"
+  }
+}
+pipeline "small" {
+  schedule   = "@daily"
+  start_date = "2025-07-01"
+  end_date   = "2025-07-03"
+  task "t" {
+    command = "echo small >> small.log"
+  }
+}
+`,
+	})
+	p := w.start("scheduler", "--poll", "50ms", "--grace", "1s")
+	waitFor(t, "the small pipeline's catchup", func() bool { return len(w.lines("small.log")) == 3 })
+	want := `level=WARN msg="new pipeline paused: its catchup would create many runs" pipeline=big due_runs=25 over=24 unpause="rewind unpause big"`
+	waitFor(t, "the WARN", func() bool { return strings.Contains(p.stderr.String(), want) })
+	if n := len(w.lines("big.log")); n != 0 {
+		t.Fatalf("the paused pipeline ran %d times", n)
+	}
+	if out, err := w.command("unpause", "big").CombinedOutput(); err != nil {
+		t.Fatalf("unpause: %v\n%s", err, out)
+	}
+	waitFor(t, "the big pipeline's catchup after unpause", func() bool { return len(w.lines("big.log")) == 25 })
+	p.term()
+	if n := strings.Count(p.stderr.String(), "new pipeline paused"); n != 1 {
+		t.Errorf("%d WARN lines, want 1 (a known pipeline is not paused again):\n%s", n, p.stderr.String())
+	}
+}
