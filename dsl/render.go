@@ -93,7 +93,7 @@ func (t *Task) render(rv RunVars, pv PoolVars) (*Command, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task %s: %w", t.Name, err)
 	}
-	cmd := &Command{Argv: argv, Env: map[string]string{}, Dir: t.Workdir}
+	cmd := &Command{Argv: argv, Env: map[string]string{}, Dir: t.Workdir, Pass: t.pass}
 	if t.env != nil {
 		ev, diags := t.env.Value(ctx)
 		if diags.HasErrors() {
@@ -160,7 +160,7 @@ func (s *Skew) ProbeCommand(rv RunVars) (*Command, error) {
 	if err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
-	return &Command{Argv: argv, Env: map[string]string{}, Dir: s.dir}, nil
+	return &Command{Argv: argv, Env: map[string]string{}, Dir: s.dir, Pass: s.pass}, nil
 }
 
 // Vars are the values of pool.* for an attempt in this pool.
@@ -237,7 +237,7 @@ func (p *Pool) renderCommand(name string, expr hcl.Expression) (*Command, error)
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %s: %w", p.Name, name, err)
 	}
-	return &Command{Argv: argv, Env: p.secrets.addEnv(map[string]string{}), Dir: p.dir}, nil
+	return &Command{Argv: argv, Env: p.secrets.addEnv(map[string]string{}), Dir: p.dir, Pass: p.pass}, nil
 }
 
 // EffectiveSkew is the skew block that applies to the task in pipeline p:
