@@ -31,6 +31,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -220,10 +221,10 @@ func Ensure(dsn string, command []string, ttl time.Duration, logPath string) err
 	if held, err := Locked(lock); err != nil || held {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
@@ -235,7 +236,7 @@ func Ensure(dsn string, command []string, ttl time.Duration, logPath string) err
 	defer null.Close()
 	args := append(append([]string{}, command[1:]...), "--ttl", ttl.String(), "--lock", lock)
 	cmd := exec.Command(command[0], args...)
-	cmd.Env = append(os.Environ(), store.EnvState+"="+dsn)
+	cmd.Env = append(agentEnv(os.Environ()), store.EnvState+"="+dsn)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -243,6 +244,24 @@ func Ensure(dsn string, command []string, ttl time.Duration, logPath string) err
 	}
 	go func() { _ = cmd.Wait() }() // reaped if it exits while this rewind runs
 	return nil
+}
+
+// agentEnv is the agent's environment, from rewind's (from): the agent is
+// rewind itself and reads what rewind reads to reach the state (the
+// PostgreSQL client's PG* variables, REWIND_HOST, TMPDIR where its lock
+// is), but not what only the web view and the workspace's commands use:
+// REWIND_UI_TOKEN, and the workspace's variables (REWIND_VAR_*, sensitive
+// ones included), since the agent never reads the workspace.
+func agentEnv(from []string) []string {
+	out := make([]string, 0, len(from))
+	for _, kv := range from {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "REWIND_UI_TOKEN" || strings.HasPrefix(k, "REWIND_VAR_") || strings.HasPrefix(k, "REWIND_SECRET_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 // LockPath is the lock the agent of this machine for the state dsn holds.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -138,5 +139,18 @@ func TestAgentLock(t *testing.T) {
 	_ = syscall.Close(fd)
 	if held, err := Locked(path); err != nil || held {
 		t.Fatalf("Locked once let go: %v %v", held, err)
+	}
+}
+
+// The agent gets what rewind reads to reach the state, and neither the web
+// view's token nor the workspace's variables.
+func TestAgentEnv(t *testing.T) {
+	got := agentEnv([]string{
+		"PATH=/bin", "REWIND_STATE=postgres://u:pw@db/r", "PGPASSWORD=pw", "REWIND_HOST=h",
+		"TMPDIR=/t", "REWIND_UI_TOKEN=tok", "REWIND_VAR_token=s", "REWIND_SECRET_token=s",
+	})
+	want := []string{"PATH=/bin", "REWIND_STATE=postgres://u:pw@db/r", "PGPASSWORD=pw", "REWIND_HOST=h", "TMPDIR=/t"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("agentEnv:\n got %q\nwant %q", got, want)
 	}
 }

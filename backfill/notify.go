@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"net/http"
 	neturl "net/url"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/executor"
+	"github.com/rewind-dev/rewind/executor/procenv"
 	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/store"
 )
@@ -32,10 +32,7 @@ func notifyAll(ctx context.Context, ws *dsl.Workspace, b store.Backfill, failed 
 		if err != nil {
 			errs = append(errs, fmt.Errorf("notify %s: %w", n.Name, err))
 		} else if cmd != nil {
-			env := append(os.Environ(), "REWIND_REPORT="+path, "REWIND_BACKFILL_ID="+b.ID, "REWIND_BACKFILL_STATE="+state, "REWIND_PIPELINE="+b.Pipeline)
-			for k, v := range cmd.Env {
-				env = append(env, k+"="+v)
-			}
+			env := procenv.Of(cmd.Pass, []string{"REWIND_REPORT=" + path, "REWIND_BACKFILL_ID=" + b.ID, "REWIND_BACKFILL_STATE=" + state, "REWIND_PIPELINE=" + b.Pipeline}, procenv.Pairs(cmd.Env))
 			o, err := executor.Run(ctx, executor.Command{Argv: cmd.Argv, Dir: cmd.Dir, Env: env,
 				Stdin: strings.NewReader(report), Timeout: notifyTimeout})
 			switch {

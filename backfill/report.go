@@ -34,10 +34,10 @@ func (a *applier) report(ctx context.Context) error {
 	// The report is stored and sent: never a sensitive value in it.
 	text = a.o.Workspace.Redact(text)
 	path := filepath.Join(a.o.Home, "backfills", a.b.ID+".md")
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		return err
 	}
 	a.res.ReportPath = path

@@ -179,11 +179,12 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "locals"},
 		{Type: "notify", LabelNames: []string{"name"}},
 		{Type: "catalog", LabelNames: []string{"name"}},
+		{Type: "environment"},
 	},
 }
 
 func (l *loader) decode(bodies []hcl.Body) {
-	var pools, limits, pipelines, variables, locals, notifies, catalogs []*hcl.Block
+	var pools, limits, pipelines, variables, locals, notifies, catalogs, environments []*hcl.Block
 	for _, body := range bodies {
 		content, diags := body.Content(rootSchema)
 		l.diags = append(l.diags, diags...)
@@ -203,6 +204,8 @@ func (l *loader) decode(bodies []hcl.Body) {
 				notifies = append(notifies, b)
 			case "catalog":
 				catalogs = append(catalogs, b)
+			case "environment":
+				environments = append(environments, b)
 			}
 		}
 	}
@@ -217,6 +220,7 @@ func (l *loader) decode(bodies []hcl.Body) {
 			"local": l.localValues(),
 		},
 	}
+	l.decodeEnvironment(environments)
 	l.decodePools(pools)
 	l.decodeLimits(limits)
 	l.decodeCatalogs(catalogs)

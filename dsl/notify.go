@@ -30,7 +30,7 @@ func (l *loader) decodeNotifies(blocks []*hcl.Block) {
 			l.errorf(b.DefRange, "Duplicate notify block", "A notify block named %q was already declared at %s. Notify names must be unique.", name, prev.DeclRange)
 			continue
 		}
-		n := &Notify{Name: name, DeclRange: b.DefRange, ctx: l.ctx, dir: fileDir(b.DefRange), secrets: l.ws.secrets}
+		n := &Notify{Name: name, DeclRange: b.DefRange, ctx: l.ctx, dir: fileDir(b.DefRange), secrets: l.ws.secrets, pass: l.ws.Environment.Pass}
 		byName[name] = n
 		l.ws.Notifies = append(l.ws.Notifies, n)
 
@@ -175,5 +175,5 @@ func (n *Notify) Command() (*Command, error) {
 	if err != nil {
 		return nil, fmt.Errorf("notify %s: command: %w", n.Name, err)
 	}
-	return &Command{Argv: argv, Env: n.secrets.addEnv(sec.envOrEmpty()), Dir: n.dir}, nil
+	return &Command{Argv: argv, Env: n.secrets.addEnv(sec.envOrEmpty()), Dir: n.dir, Pass: n.pass}, nil
 }

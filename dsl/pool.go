@@ -67,6 +67,7 @@ func (l *loader) decodePools(blocks []*hcl.Block) {
 		p.poolCtx = l.ctx
 		p.dir = fileDir(b.DefRange)
 		p.secrets = l.ws.secrets
+		p.pass = l.ws.Environment.Pass
 		pools[name] = p
 		content, diags := b.Body.Content(poolSchema)
 		l.diags = append(l.diags, diags...)

@@ -84,7 +84,7 @@ func (t *Task) render(rv RunVars, pv PoolVars) (*Command, error) {
 		// Refused at load time; never into argv.
 		return nil, fmt.Errorf("task %s: command: a sensitive value can only be interpolated into a string command", t.Name)
 	}
-	cmd := &Command{Argv: argv, Env: map[string]string{}, Dir: t.Workdir}
+	cmd := &Command{Argv: argv, Env: map[string]string{}, Dir: t.Workdir, Pass: t.pass}
 	if t.env != nil {
 		ev, diags := t.env.Value(ctx)
 		if diags.HasErrors() {
@@ -148,7 +148,7 @@ func (s *Skew) ProbeCommand(rv RunVars) (*Command, error) {
 	if err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
-	return &Command{Argv: argv, Env: sec.envOrEmpty(), Dir: s.dir}, nil
+	return &Command{Argv: argv, Env: sec.envOrEmpty(), Dir: s.dir, Pass: s.pass}, nil
 }
 
 // Vars are the values of pool.* for an attempt in this pool.
@@ -222,7 +222,7 @@ func (p *Pool) renderCommand(name string, expr hcl.Expression) (*Command, error)
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: %s: %w", p.Name, name, err)
 	}
-	return &Command{Argv: argv, Env: p.secrets.addEnv(sec.envOrEmpty()), Dir: p.dir}, nil
+	return &Command{Argv: argv, Env: p.secrets.addEnv(sec.envOrEmpty()), Dir: p.dir, Pass: p.pass}, nil
 }
 
 // EffectiveSkew is the skew block that applies to the task in pipeline p:

@@ -46,6 +46,7 @@ func (l *loader) decodeRequires(p *Pipeline, blocks []*hcl.Block, ctx *hcl.EvalC
 			dir:       p.Dir,
 			loc:       p.Timezone,
 			pipe:      p.Name,
+			pass:      l.ws.Environment.Pass,
 		}
 		byName[name] = r
 		p.Requires = append(p.Requires, r)
@@ -155,6 +156,8 @@ type RenderedRequirement struct {
 	// Env is the date's REWIND_* variables (Pipeline.DateEnv), as
 	// NAME=VALUE entries, for the command's environment.
 	Env []string
+	// Pass are the workspace's environment.pass patterns (Command.Pass).
+	Pass []string
 }
 
 // Render evaluates the requirement's path or command for one date. It
@@ -165,7 +168,7 @@ func (r *Requirement) Render(rv RunVars) (*RenderedRequirement, error) {
 		return nil, errors.New("the requirement sets neither path nor command")
 	}
 	evalCtx := runContext(r.ctx, runValue(rv, r.pipe, r.loc), nil)
-	out := &RenderedRequirement{Name: r.Name, Dir: r.dir, Env: dateEnv(rv, r.pipe, r.loc)}
+	out := &RenderedRequirement{Name: r.Name, Dir: r.dir, Env: dateEnv(rv, r.pipe, r.loc), Pass: r.pass}
 	if r.path != nil {
 		v, diags := r.path.Value(evalCtx)
 		if diags.HasErrors() {

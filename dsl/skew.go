@@ -37,6 +37,7 @@ func (l *loader) decodeSkew(b *hcl.Block, p *Pipeline, ctx *hcl.EvalContext, sc 
 		dir:         p.Dir,
 		loc:         p.Timezone,
 		pipeline:    p.Name,
+		pass:        l.ws.Environment.Pass,
 	}
 	content, diags := b.Body.Content(skewSchema)
 	l.diags = append(l.diags, diags...)

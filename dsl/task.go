@@ -162,6 +162,7 @@ func (l *loader) decodeTask(p *Pipeline, b *hcl.Block, content *hcl.BodyContent,
 		ctx:        inst.ctx,
 		depRanges:  map[string]hcl.Range{},
 		secrets:    l.ws.secrets,
+		pass:       l.ws.Environment.Pass,
 	}
 	t.Workdir = t.dir
 	if p.DefaultPool != "" {

@@ -28,6 +28,9 @@ type Workspace struct {
 	// Catalogs are the catalog blocks by name; "local" (type sql,
 	// .rewind/catalog.db, .rewind/warehouse) exists even when not declared.
 	Catalogs map[string]*Catalog
+	// Environment is the environment block: the variables of rewind's
+	// own environment that its processes get beyond the default set.
+	Environment Environment
 
 	secrets *secrets // the sensitive values, for Redact and the commands' environment
 }
@@ -103,6 +106,7 @@ type Requirement struct {
 	dir     string
 	loc     *time.Location
 	pipe    string
+	pass    []string // Environment.Pass
 }
 
 // Notify is where a backfill's report is sent: a command (the report's path
@@ -116,6 +120,7 @@ type Notify struct {
 	ctx     *hcl.EvalContext
 	dir     string
 	secrets *secrets
+	pass    []string // Environment.Pass
 }
 
 // Pipeline returns the pipeline called name, or nil.
@@ -159,6 +164,7 @@ type Pool struct {
 	poolCtx  *hcl.EvalContext
 	dir      string // directory of the declaring file: setup and teardown run there
 	secrets  *secrets
+	pass     []string // Environment.Pass
 }
 
 // Limit protects an external system: at most Concurrency attempts of the
@@ -259,6 +265,7 @@ type Task struct {
 	ctx       *hcl.EvalContext
 	depRanges map[string]hcl.Range // dependency name -> the reference in depends_on
 	secrets   *secrets
+	pass      []string // Environment.Pass
 }
 
 // Skew says which logical dates are hot and where they run.
@@ -282,6 +289,7 @@ type Skew struct {
 	dir      string
 	loc      *time.Location
 	pipeline string
+	pass     []string // Environment.Pass
 }
 
 // RunVars are the values of run.* for one run.
@@ -311,4 +319,9 @@ type Command struct {
 	// values: set them in the process's environment.
 	Env map[string]string
 	Dir string
+	// Pass are the workspace's environment.pass patterns: the variables of
+	// rewind's own environment that the process gets beyond the default
+	// pass-through set (see executor/procenv, which builds its environment
+	// from Pass, the contract and Env).
+	Pass []string
 }

@@ -317,17 +317,18 @@ func environ(spec Spec) ([]string, error) {
 }
 
 // openLog creates (or truncates) an attempt's log, and its directory if
-// needed.
+// needed: private to rewind's user (0600, directories 0700), since what an
+// attempt prints may be a credential.
 func openLog(path string) (int, error) {
 	// O_NOFOLLOW: a symbolic link planted at a future log path is refused,
 	// never followed (its target would be truncated).
 	const flags = syscall.O_CREAT | syscall.O_WRONLY | syscall.O_TRUNC | syscall.O_APPEND | syscall.O_CLOEXEC | syscall.O_NOFOLLOW
-	fd, err := syscall.Open(path, flags, 0o644)
+	fd, err := syscall.Open(path, flags, 0o600)
 	if err == syscall.ENOENT {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return -1, fmt.Errorf("log directory: %w", err)
 		}
-		fd, err = syscall.Open(path, flags, 0o644)
+		fd, err = syscall.Open(path, flags, 0o600)
 	}
 	if err != nil {
 		return -1, fmt.Errorf("open log: %w", &os.PathError{Op: "open", Path: path, Err: err})

@@ -228,15 +228,16 @@ func checkDir(dir string) error {
 }
 
 // openAppend opens a log of rewind's own for appending, creating it and its
-// directory; a symbolic link at its path is refused.
+// directory, private to rewind's user (0600 in 0700 directories); a
+// symbolic link at its path is refused.
 func openAppend(path string) (*os.File, error) {
 	const flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND | syscall.O_NOFOLLOW
-	f, err := os.OpenFile(path, flags, 0o644)
+	f, err := os.OpenFile(path, flags, 0o600)
 	if errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(dirOf(path), 0o755); err != nil {
+		if err := os.MkdirAll(dirOf(path), 0o700); err != nil {
 			return nil, fmt.Errorf("log directory: %w", err)
 		}
-		f, err = os.OpenFile(path, flags, 0o644)
+		f, err = os.OpenFile(path, flags, 0o600)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open log: %w", err)

@@ -59,8 +59,11 @@ const defaultSlurmPoll = time.Second
 // SubmitSlurm submits the attempt of spec as a batch job. The attempt's log
 // is created (truncated) first and the job appends its output to it. Spec's
 // MemoryLimit is the job's --mem, CPUs its --cpus-per-task, Timeout its
-// --time (rounded up to whole minutes), Env its environment (sbatch's own,
-// exported to the job), Dir its working directory. The job is never
+// --time (rounded up to whole minutes), Env its environment, Dir its
+// working directory. sbatch runs with Env and the Slurm client's
+// configuration of rewind's environment (sbatchEnv), and exports exactly
+// that to the job (--export=ALL), to which Slurm adds its SLURM_*
+// variables: nothing else of rewind's environment reaches the job. The job is never
 // requeued by Slurm: retries are rewind's.
 func SubmitSlurm(ctx context.Context, spec Spec, job SlurmJob) (*SlurmHandle, error) {
 	if spec.Shell == "" && len(spec.Argv) == 3 && spec.Argv[0] == "/bin/sh" && spec.Argv[1] == "-c" && spec.Argv[2] != "" {
@@ -103,7 +106,7 @@ func SubmitSlurm(ctx context.Context, spec Spec, job SlurmJob) (*SlurmHandle, er
 
 	args := sbatchArgs(spec, job, dir)
 	out, err := Run(ctx, Command{
-		Argv: args, Env: env, Stdin: strings.NewReader(slurmScript(spec)), Timeout: slurmTimeout,
+		Argv: args, Env: sbatchEnv(os.Environ(), env), Stdin: strings.NewReader(slurmScript(spec)), Timeout: slurmTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sbatch: %w", err)
@@ -120,10 +123,28 @@ func SubmitSlurm(ctx context.Context, spec Spec, job SlurmJob) (*SlurmHandle, er
 	return &SlurmHandle{JobID: id, spec: spec, job: job, start: time.Now()}, nil
 }
 
+// sbatchEnv is the environment of sbatch, which it exports to the job: the
+// attempt's env, after the Slurm client's configuration taken from rewind's
+// environment (from): SLURM_CONF and the other SLURM_* variables, and the
+// SBATCH_* defaults of sbatch's options. sbatch needs them to reach its
+// cluster; none is rewind's configuration, and the job sees Slurm's
+// variables anyway.
+func sbatchEnv(from, env []string) []string {
+	var out []string
+	for _, kv := range from {
+		if strings.HasPrefix(kv, "SLURM_") || strings.HasPrefix(kv, "SBATCH_") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, env...)
+}
+
 // sbatchArgs is the sbatch command line of an attempt; its script comes on
 // stdin.
 func sbatchArgs(spec Spec, job SlurmJob, dir string) []string {
-	args := []string{"sbatch", "--parsable", "--no-requeue", "--open-mode=append",
+	// --export=ALL: the job's environment is sbatch's (sbatchEnv), whatever
+	// an SBATCH_EXPORT says.
+	args := []string{"sbatch", "--parsable", "--no-requeue", "--open-mode=append", "--export=ALL",
 		"--job-name=" + job.Name, "--output=" + spec.LogPath, "--chdir=" + dir}
 	if spec.Nonce != "" {
 		// Tells this attempt's job from any other of the same name (FindSlurmJob).

@@ -245,7 +245,7 @@ func waitLog(t *testing.T, path, s string) {
 func TestSbatchArgs(t *testing.T) {
 	s := Spec{LogPath: "/l/t.log", Nonce: "ab", MemoryLimit: 64<<30 + 1, CPUs: 16, Timeout: 61 * time.Second}
 	got := strings.Join(sbatchArgs(s, SlurmJob{Partition: "bigmem", Name: "rewind:p:2025-11-28:t:1"}, "/w"), " ")
-	want := "sbatch --parsable --no-requeue --open-mode=append --job-name=rewind:p:2025-11-28:t:1 --output=/l/t.log --chdir=/w --comment=rewind:ab --partition=bigmem --mem=65537M --cpus-per-task=16 --time=2"
+	want := "sbatch --parsable --no-requeue --open-mode=append --export=ALL --job-name=rewind:p:2025-11-28:t:1 --output=/l/t.log --chdir=/w --comment=rewind:ab --partition=bigmem --mem=65537M --cpus-per-task=16 --time=2"
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}

@@ -202,8 +202,8 @@ func ownExit(w *watch, s supervision, res *Result) bool {
 // AppendLine adds a line of rewind's own to a log (creating it and its
 // directory if needed); a log that cannot be written is left as it is.
 func AppendLine(path, line string) {
-	_ = os.MkdirAll(filepath.Dir(path), 0o755)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	_ = os.MkdirAll(filepath.Dir(path), 0o700)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/executor"
+	"github.com/rewind-dev/rewind/executor/procenv"
 	"github.com/rewind-dev/rewind/store"
 )
 
@@ -234,7 +235,7 @@ func (e *engine) spec(n *tiNode, att store.Attempt) (executor.Spec, error) {
 	r := n.run
 	def := r.p.def
 	rv := e.runVars(r)
-	if err := os.MkdirAll(rv.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(rv.Dir, 0o700); err != nil {
 		return executor.Spec{}, fmt.Errorf("run directory: %w", err)
 	}
 	pv := dsl.PoolVars{Name: att.Pool}
@@ -246,13 +247,13 @@ func (e *engine) spec(n *tiNode, att store.Attempt) (executor.Spec, error) {
 	if err != nil {
 		return executor.Spec{}, err
 	}
-	env := append(os.Environ(), dsl.TaskEnv(rv, pv, n.task.Name, att.TryNumber)...)
+	params := make([]string, 0, len(def.Params))
 	for k, v := range def.Params {
-		env = append(env, "REWIND_PARAM_"+k+"="+v)
+		params = append(params, "REWIND_PARAM_"+k+"="+v)
 	}
-	for k, v := range cmd.Env {
-		env = append(env, k+"="+v)
-	}
+	// Only the contract, the task's own variables and the pass-through
+	// set: never rewind's configuration (REWIND_STATE, PG*, ...).
+	env := procenv.Of(cmd.Pass, dsl.TaskEnv(rv, pv, n.task.Name, att.TryNumber), params, procenv.Pairs(cmd.Env))
 	argv := cmd.Argv
 	var memory int64
 	if pl != nil {

@@ -38,10 +38,10 @@ type journal struct {
 // not a requirement.
 func openJournal(home string) *journal {
 	path := filepath.Join(home, journalName)
-	if err := os.MkdirAll(home, 0o755); err != nil {
+	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil
 	}

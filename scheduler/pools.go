@@ -3,13 +3,13 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/executor"
+	"github.com/rewind-dev/rewind/executor/procenv"
 )
 
 // poolLife is the life of a pool with setup and teardown commands during an
@@ -96,10 +96,7 @@ func (e *engine) teardowns(ctx context.Context, force bool) (time.Time, error) {
 func (e *engine) runPoolCommand(ctx context.Context, def *dsl.Pool, what string, c *dsl.Command) error {
 	logPath := filepath.Join(e.o.Home, "logs", "pools", def.Name+"."+what+".log")
 	v := def.Vars()
-	env := append(os.Environ(), "REWIND_POOL="+v.Name, "REWIND_POOL_MEMORY="+sizeOrEmpty(v.Memory), "REWIND_POOL_CPUS="+sizeOrEmpty(int64(v.CPUs)))
-	for k, val := range c.Env {
-		env = append(env, k+"="+val)
-	}
+	env := procenv.Of(c.Pass, []string{"REWIND_POOL=" + v.Name, "REWIND_POOL_MEMORY=" + sizeOrEmpty(v.Memory), "REWIND_POOL_CPUS=" + sizeOrEmpty(int64(v.CPUs))}, procenv.Pairs(c.Env))
 	o, err := executor.Run(ctx, executor.Command{Argv: c.Argv, Dir: c.Dir, Env: env, LogPath: logPath, Grace: e.o.Grace})
 	if err != nil {
 		return fmt.Errorf("pool %s %s: %w", def.Name, what, err)

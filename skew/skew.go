@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/executor"
+	"github.com/rewind-dev/rewind/executor/procenv"
 	"github.com/rewind-dev/rewind/store"
 	"github.com/rewind-dev/rewind/timetable"
 )
@@ -395,7 +395,7 @@ func probeOne(ctx context.Context, skew *dsl.Skew, rv dsl.RunVars) (float64, err
 	o, err := executor.Run(ctx, executor.Command{
 		Argv:    c.Argv,
 		Dir:     c.Dir,
-		Env:     append(os.Environ(), dsl.TaskEnv(rv, dsl.PoolVars{}, "probe", 1)...),
+		Env:     procenv.Of(c.Pass, dsl.TaskEnv(rv, dsl.PoolVars{}, "probe", 1), procenv.Pairs(c.Env)),
 		Timeout: probeTimeout,
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/store"
 	"github.com/rewind-dev/rewind/timetable"
 )
@@ -49,6 +50,10 @@ running attempt as it is written, until the attempt ends.`,
 			if _, err := g.workspace(""); err != nil {
 				return err
 			}
+			// What an attempt printed is shown as the web view shows it:
+			// with the workspace's sensitive values redacted.
+			ws, _ := dsl.Load(g.wsPath(), dsl.LoadOptions{Env: os.Environ()})
+			out := ws.NewStreamRedactor(g.stdout)
 			ctx := cmd.Context()
 			st, err := openExisting(ctx, g)
 			if err != nil {
@@ -73,13 +78,16 @@ running attempt as it is written, until the attempt ends.`,
 				return exitWith(exitFailed, "log of %s %s %s try %d: %v", pipeline, which, task, a.TryNumber, err)
 			}
 			defer f.Close()
-			if _, err := io.Copy(g.stdout, f); err != nil {
+			if _, err := io.Copy(out, f); err != nil {
 				return exitWith(exitFailed, "log of %s %s %s try %d: %v", pipeline, which, task, a.TryNumber, err)
 			}
-			if !follow || a.State != store.AttemptRunning {
-				return nil
+			if follow && a.State == store.AttemptRunning {
+				err = followLog(ctx, st, out, f, r, task, a.TryNumber)
 			}
-			return followLog(ctx, st, g.stdout, f, r, task, a.TryNumber)
+			if ferr := out.Flush(); err == nil && ferr != nil {
+				err = exitWith(exitFailed, "%v", ferr)
+			}
+			return err
 		},
 	}
 	c.Flags().IntVar(&try, "try", 0, "try number (default: the latest)")

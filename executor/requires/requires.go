@@ -21,6 +21,7 @@ import (
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/executor"
+	"github.com/rewind-dev/rewind/executor/procenv"
 )
 
 // Timeout bounds the command of a requires block: a check still running
@@ -99,7 +100,7 @@ func checkCommand(ctx context.Context, c *dsl.RenderedRequirement) error {
 	o, err := executor.Run(ctx, executor.Command{
 		Argv:    c.Argv,
 		Dir:     c.Dir,
-		Env:     append(os.Environ(), c.Env...),
+		Env:     procenv.Of(c.Pass, c.Env),
 		Capture: stderrLimit,
 		Timeout: timeout,
 		Grace:   2 * time.Second,

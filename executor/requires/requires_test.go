@@ -67,7 +67,10 @@ var requiresSrc = func() string {
 func TestCheck(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{
-		"pipelines/main.hcl":                               requiresSrc,
+		"pipelines/main.hcl": requiresSrc,
+		// Of rewind's own environment, a command gets only what the
+		// workspace names (beyond PATH, HOME, ...).
+		"pipelines/environment.hcl":                        "environment {\n  pass = [\"REWIND_TEST_INHERITED\"]\n}\n",
 		"pipelines/data/transactions/2025-07-03.csv":       "id,amount\n1,10\n",
 		"pipelines/data/transactions/2025-07-04.csv":       "",
 		"pipelines/data/events/20250703/part-0.parquet":    "x",
