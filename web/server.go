@@ -32,6 +32,7 @@ type Reader interface {
 	ListBackfills(ctx context.Context) ([]store.Backfill, error)
 	GetBackfill(ctx context.Context, id string) (store.Backfill, error)
 	GetLease(ctx context.Context, name string) (store.Lease, error)
+	ListProbes(ctx context.Context, p store.ListProbesParams) ([]store.ProbeResult, error)
 }
 
 // Options configure a Server.
@@ -66,9 +67,6 @@ type Server struct {
 
 	lakesMu sync.Mutex
 	lakes   *scheduler.Lakes
-	// datesMu serialises /api/dates: a pipeline's probe runs once per
-	// date, one request at a time.
-	datesMu sync.Mutex
 }
 
 //go:embed assets
