@@ -30,7 +30,7 @@ pipeline (runs as columns, newest on the right, tasks as rows, hot dates
 marked with their pool), live while a catchup runs; each cell's attempts
 and log tail; a run's Gantt chart; a backfill's phases, dates, plan,
 validation and report. Every page has its JSON under /api/ (/api/runs is
-'rewind runs --json', /api/dates 'rewind dates --json',
+'rewind runs --json', /api/dates 'rewind dates --recorded --json',
 /api/backfills/ID/status 'rewind backfill status ID --json').
 
 The view only reads. It listens on loopback by default; any other address
