@@ -179,13 +179,19 @@ func (e *engine) median(ctx context.Context, st store.Store, p *pipe, task strin
 // runProbes measures, with each skew probe, every date about to run.
 func (e *engine) runProbes(ctx context.Context) {
 	for _, p := range e.cache.order {
-		skews := map[*dsl.Skew]bool{}
+		// Each block with a probe, and the task whose own block it is
+		// (nil: the pipeline's).
+		skews := map[*dsl.Skew]*dsl.Task{}
 		for _, t := range p.def.Tasks {
 			if sk := t.EffectiveSkew(p.def); sk.HasProbe() {
-				skews[sk] = true
+				if sk == p.def.Skew {
+					skews[sk] = nil
+				} else {
+					skews[sk] = t
+				}
 			}
 		}
-		for sk := range skews {
+		for sk, owner := range skews {
 			var rvs []dsl.RunVars
 			for _, r := range p.all {
 				if !r.done {
@@ -193,6 +199,12 @@ func (e *engine) runProbes(ctx context.Context) {
 				}
 			}
 			e.probes[sk] = skew.Measure(skew.ProbeContext(ctx, e.o.Now), p.def, sk, rvs)
+			// Recorded for the web view, which shows them and never runs a
+			// probe itself. A state that cannot take them costs the view
+			// its values, not the run.
+			if err := e.base.RecordProbes(ctx, skew.Results(p.def, owner, sk, rvs, e.probes[sk], time.Now())); err != nil {
+				e.log.Warn("cannot record the probe results", "pipeline", p.def.Name, "error", err)
+			}
 			keys := make([]int64, 0, len(e.probes[sk].Failures()))
 			for key := range e.probes[sk].Failures() {
 				keys = append(keys, key)

@@ -134,6 +134,20 @@ pipeline "events" {
 	if a.Reason != "probe: 5000000 > 3 x median 100000" {
 		t.Errorf("reason %q", a.Reason)
 	}
+	// The run recorded what it measured, for the web view.
+	rows, err := e.st.ListProbes(context.Background(), store.ListProbesParams{Pipeline: "events"})
+	if err != nil || len(rows) != 30 {
+		t.Fatalf("recorded probes: %d, %v; want 30", len(rows), err)
+	}
+	for _, r := range rows {
+		want := store.ProbeResult{Pipeline: "events", Value: 100000, Median: 100000, Pool: "default"}
+		if r.LogicalDate.Format("2006-01-02") == "2025-11-28" {
+			want.Value, want.Pool, want.Reason = 5000000, "large", a.Reason
+		}
+		if r.Value != want.Value || r.Median != want.Median || r.Pool != want.Pool || r.Reason != want.Reason || r.Error != "" || r.Task != "" || r.MeasuredAt.IsZero() {
+			t.Errorf("recorded %+v; want %+v", r, want)
+		}
+	}
 }
 
 // A task that goes over its pool's memory is killed, recorded oom, retried

@@ -120,11 +120,16 @@ func DateRoutes(ctx context.Context, p *dsl.Pipeline, ivs []timetable.Interval) 
 // the intervals (a probe that failed or printed no number), one message
 // per date naming it: a date whose probe failed is not hot.
 func DateRoutesChecked(ctx context.Context, p *dsl.Pipeline, ivs []timetable.Interval) ([]Route, []string) {
-	base := p.DefaultPool
-	if base == "" {
-		base = dsl.DefaultPoolName
+	rvs := IntervalVars(p, ivs)
+	var probe *Probes
+	if p.Skew.HasProbe() {
+		probe = Measure(ctx, p, p.Skew, rvs)
 	}
-	out := make([]Route, len(ivs))
+	return RoutesWith(p, rvs, probe)
+}
+
+// IntervalVars are the run.* values of the scheduled runs of ivs.
+func IntervalVars(p *dsl.Pipeline, ivs []timetable.Interval) []dsl.RunVars {
 	rvs := make([]dsl.RunVars, len(ivs))
 	for i, iv := range ivs {
 		rvs[i] = dsl.RunVars{
@@ -132,10 +137,16 @@ func DateRoutesChecked(ctx context.Context, p *dsl.Pipeline, ivs []timetable.Int
 			DataIntervalStart: iv.Start, DataIntervalEnd: iv.End, Kind: string(store.KindScheduled),
 		}
 	}
-	var probe *Probes
-	if p.Skew.HasProbe() {
-		probe = Measure(ctx, p, p.Skew, rvs)
-	}
+	return rvs
+}
+
+// RoutesWith routes each date of rvs by the pipeline's skew block, with
+// the probe's measurements (nil: none; Measure runs the probe, Recorded
+// reads what runs recorded), for tasks in the pipeline's default pool, and
+// returns the probe failures of the dates.
+func RoutesWith(p *dsl.Pipeline, rvs []dsl.RunVars, probe *Probes) ([]Route, []string) {
+	base := pipelinePool(p)
+	out := make([]Route, len(rvs))
 	var failures []string
 	for i, rv := range rvs {
 		out[i] = Route{Pool: base}
@@ -152,6 +163,14 @@ func DateRoutesChecked(ctx context.Context, p *dsl.Pipeline, ivs []timetable.Int
 		}
 	}
 	return out, failures
+}
+
+// pipelinePool is the pool of a pipeline's tasks that name none.
+func pipelinePool(p *dsl.Pipeline) string {
+	if p.DefaultPool != "" {
+		return p.DefaultPool
+	}
+	return dsl.DefaultPoolName
 }
 
 // ErrProbe is wrapped by a backfill plan when a probe of a date of the plan
@@ -204,6 +223,64 @@ func (r *Probes) hot(logical time.Time) bool {
 func (r *Probes) reason(logical time.Time) string {
 	k := logical.Unix()
 	return fmt.Sprintf("probe: %s > %g x median %s", fmtNum(r.values[k]), r.factor, fmtNum(r.medians[k]))
+}
+
+// Measurement is what the probe found for a date being run: the value it
+// printed and the median of the date's reference dates, or why it failed
+// (msg); ok is false for a date it did not measure.
+func (r *Probes) Measurement(logical time.Time) (value, median float64, msg string, ok bool) {
+	if r == nil {
+		return 0, 0, "", false
+	}
+	k := logical.Unix()
+	if msg, failed := r.errs[k]; failed {
+		return 0, 0, msg, true
+	}
+	v, ok := r.values[k]
+	return v, r.medians[k], "", ok
+}
+
+// Results are the measurements of pr for the dates of runs, as the state
+// records them (store.RecordProbes), with the route that skew block sk
+// gives each date (of task t's own block, or of the pipeline's when t is
+// nil), measured at at. Dates pr did not measure are left out.
+func Results(p *dsl.Pipeline, t *dsl.Task, sk *dsl.Skew, runs []dsl.RunVars, pr *Probes, at time.Time) []store.ProbeResult {
+	base, task := pipelinePool(p), ""
+	if t != nil {
+		base, task = t.Pool, t.Name
+	}
+	var out []store.ProbeResult
+	for _, rv := range runs {
+		v, m, msg, ok := pr.Measurement(rv.LogicalDate)
+		if !ok {
+			continue
+		}
+		rt := Route{Pool: base}
+		if r, hot := skewRoute(sk, rv, pr); hot {
+			rt = r
+		} else if msg != "" {
+			rt = probeFailed(base, msg)
+		}
+		out = append(out, store.ProbeResult{Pipeline: p.Name, Task: task, LogicalDate: rv.LogicalDate,
+			Value: v, Median: m, Error: msg, Pool: rt.Pool, Reason: rt.Reason, MeasuredAt: at})
+	}
+	return out
+}
+
+// Recorded is the measurements of skew block sk that runs recorded (rows),
+// judged with the block's current hot_factor: what routes a date without
+// running its probe again.
+func Recorded(sk *dsl.Skew, rows []store.ProbeResult) *Probes {
+	r := &Probes{factor: sk.HotFactor, medians: map[int64]float64{}, refs: map[int64]int{}, values: map[int64]float64{}, errs: map[int64]string{}}
+	for _, row := range rows {
+		k := row.LogicalDate.Unix()
+		if row.Error != "" {
+			r.errs[k] = row.Error
+			continue
+		}
+		r.values[k], r.medians[k] = row.Value, row.Median
+	}
+	return r
 }
 
 // failure is why the probe of a date being run failed ("" when it did not).

@@ -218,6 +218,15 @@ type (
 		Pipeline string
 		Limit    int
 	}
+	// ListProbesParams select recorded probe measurements: one pipeline,
+	// one task ("" the pipeline's skew block), logical dates From..To
+	// inclusive (zero: unbounded), at most Limit rows (0: all).
+	ListProbesParams struct {
+		Pipeline string
+		Task     string
+		From, To time.Time
+		Limit    int
+	}
 	// UpdateBackfillParams changes a backfill; empty fields are kept.
 	UpdateBackfillParams struct {
 		ID     string

@@ -336,6 +336,25 @@ type Backfill struct {
 	UpdatedAt  time.Time
 }
 
+// ProbeResult is a skew probe's measurement of one date, as the run that
+// routed the date recorded it: what the web view shows instead of running
+// the probe itself.
+type ProbeResult struct {
+	Pipeline string
+	// Task is "" for the pipeline's skew block, else the task whose own
+	// skew block has the probe.
+	Task        string
+	LogicalDate time.Time // carries the pipeline's offset
+	// Value is the number the probe printed; Median that of the date's
+	// reference dates. Both 0 when the probe failed.
+	Value, Median float64
+	// Error says why the probe failed ("" when it measured).
+	Error string
+	// Pool and Reason are the route the skew block gave the date then.
+	Pool, Reason string
+	MeasuredAt   time.Time
+}
+
 // Store is rewind's state. Implementations are safe for concurrent use by one
 // process and for use by several processes on the same state.
 //
@@ -472,6 +491,14 @@ type Store interface {
 	// (cleared meanwhile) the row is deleted, the run is left alone and
 	// ErrConflict is returned. ErrNotFound for an unknown row.
 	CompleteCommit(ctx context.Context, p CompleteCommitParams) error
+
+	// RecordProbes saves skew probe measurements: one row per pipeline,
+	// task and logical date, a later measurement replacing an earlier one.
+	RecordProbes(ctx context.Context, results []ProbeResult) error
+	// ListProbes returns the recorded measurements of one pipeline's task
+	// ("" the pipeline's skew block) within a window of logical dates
+	// (inclusive; zero bounds are open), oldest first.
+	ListProbes(ctx context.Context, p ListProbesParams) ([]ProbeResult, error)
 
 	// AdvanceWatermark recomputes the pipeline's watermark from its runs and
 	// returns it (scheduler, after runs finish).

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 )
@@ -144,8 +145,61 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.session(), Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		SameSite: http.SameSiteStrictMode, Secure: s.overHTTPS(r)})
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// overHTTPS reports whether the browser reached the view over HTTPS:
+// directly (TLS), or through a reverse proxy that says so with
+// X-Forwarded-Proto: https, believed only when the request comes from an
+// address of Options.TrustedProxies (anyone else could send the header).
+// Of a list of values, the last is the one the nearest proxy added.
+func (s *Server) overHTTPS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	proto := r.Header.Values("X-Forwarded-Proto")
+	if len(proto) == 0 || len(s.o.TrustedProxies) == 0 {
+		return false
+	}
+	last := proto[len(proto)-1]
+	if i := strings.LastIndexByte(last, ','); i >= 0 {
+		last = last[i+1:]
+	}
+	if !strings.EqualFold(strings.TrimSpace(last), "https") {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	addr := ap.Addr().Unmap()
+	for _, p := range s.o.TrustedProxies {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseTrustedProxies reads the values of --trusted-proxy: each a CIDR
+// (10.0.0.0/8, fd00::/8) or one address (127.0.0.1).
+func ParseTrustedProxies(values []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range values {
+		v = strings.TrimSpace(v)
+		if p, err := netip.ParsePrefix(v); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(v)
+		if err != nil {
+			return nil, fmt.Errorf("--trusted-proxy %q: want an address or a CIDR (127.0.0.1, 10.0.0.0/8)", v)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
 }
 
 // localPath is next if it is a path of this server, else "/": a login

@@ -9,12 +9,14 @@ import (
 	"github.com/rewind-dev/rewind/timetable"
 )
 
-// apiDates is `rewind dates PIPELINE --json`: pipeline= (required),
-// start= and end= (a date selects whole days by ds, inclusive, in the
-// pipeline's timezone; an RFC 3339 timestamp an exact logical date) and
-// now= (RFC 3339 or a date, UTC midnight; default the view's clock).
-// Probe failures, which the command prints as warnings, come as
-// X-Rewind-Warning headers.
+// apiDates is `rewind dates PIPELINE --recorded --json`: pipeline=
+// (required), start= and end= (a date selects whole days by ds,
+// inclusive, in the pipeline's timezone; an RFC 3339 timestamp an exact
+// logical date) and now= (RFC 3339 or a date, UTC midnight; default the
+// view's clock, at most MaxNowAhead after it). The probe values are those
+// runs recorded: the view runs no probe. A window of more than MaxDates
+// due intervals is a 400. Probe failures, which the command prints as
+// warnings, come as X-Rewind-Warning headers.
 func (s *Server) apiDates(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if q.Get("pipeline") == "" {
@@ -26,10 +28,15 @@ func (s *Server) apiDates(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	win := timetable.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: s.o.Now()}
+	clock := s.o.Now()
+	win := timetable.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: clock}
 	if v := q.Get("now"); v != "" {
 		if win.Now, err = parseNow(v); err != nil {
 			s.fail(w, r, err)
+			return
+		}
+		if limit := clock.Add(MaxNowAhead); win.Now.After(limit) {
+			s.fail(w, r, errorf(http.StatusBadRequest, "now=%s: at most one year after the view's clock (%s)", v, limit.UTC().Format(time.RFC3339)))
 			return
 		}
 	}
@@ -37,9 +44,11 @@ func (s *Server) apiDates(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.datesMu.Lock()
-	out, warnings, err := Dates(r.Context(), p, win)
-	s.datesMu.Unlock()
+	out, warnings, err := RecordedDates(r.Context(), s.o.State, p, win, MaxDates)
+	var tooMany *TooManyDatesError
+	if errors.As(err, &tooMany) {
+		err = errorf(http.StatusBadRequest, "%v", err)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -49,6 +58,9 @@ func (s *Server) apiDates(w http.ResponseWriter, r *http.Request) {
 	}
 	s.sendJSON(w, r, out)
 }
+
+// MaxNowAhead is how far after the view's clock now= may be.
+const MaxNowAhead = 366 * 24 * time.Hour
 
 // parseNow reads now= as the CLI reads --now.
 func parseNow(s string) (time.Time, error) {

@@ -3,12 +3,14 @@
 // and tasks, a run's Gantt chart of attempts, a backfill's phases,
 // progress, plan, validation and report) with html/template from assets
 // embedded in the binary, serves the JSON behind every page (the same
-// documents as `rewind runs --json`, `rewind dates --json` and `rewind
+// documents as `rewind runs --json`, `rewind dates --recorded --json` and `rewind
 // backfill status --json`, built by this package for the CLI and the view
 // alike), the tail of an attempt's log by attempt id, and the safety
 // rules: loopback by default, a bearer token for any other address,
 // reads only, sensitive values redacted, strict response headers.
 //
 // The view only reads: the Reader it is given has no write method, and
-// a catalog is opened only where its file exists.
+// a catalog is opened only where its file exists. It starts no process:
+// probe values are those runs recorded in the state, and every window a
+// request names is bounded (MaxDates, MaxNowAhead).
 package web

@@ -212,11 +212,19 @@ var listening = regexp.MustCompile(`on (http://127\.0\.0\.1:\d+/)`)
 // it with SIGTERM and checks that it stopped cleanly.
 func (e *env) startUI(args ...string) string {
 	e.t.Helper()
+	u, _ := e.startUIWith("", args...)
+	return u
+}
+
+// startUIWith is startUI with the token REWIND_UI_TOKEN holds; it also
+// returns the process.
+func (e *env) startUIWith(token string, args ...string) (string, *exec.Cmd) {
+	e.t.Helper()
 	all := append([]string{"ui", "--listen", "127.0.0.1:0", "--state", e.state}, args...)
 	all = append(all, e.dir)
 	cmd := exec.Command(rewindBinary(e.t), all...)
 	cmd.Dir = e.dir
-	cmd.Env = append(os.Environ(), "REWIND_STATE=", "REWIND_UI_TOKEN=")
+	cmd.Env = append(os.Environ(), "REWIND_STATE=", "REWIND_UI_TOKEN="+token)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		e.t.Fatal(err)
@@ -261,7 +269,7 @@ func (e *env) startUI(args ...string) string {
 	})
 	select {
 	case u := <-lines:
-		return u
+		return u, cmd
 	case <-done:
 		mu.Lock()
 		defer mu.Unlock()
@@ -269,5 +277,5 @@ func (e *env) startUI(args ...string) string {
 	case <-time.After(60 * time.Second):
 		e.t.Fatal("rewind ui did not say where it listens within 60 s")
 	}
-	return ""
+	return "", nil
 }

@@ -64,6 +64,20 @@ type (
 		DataIntervalEnd   string `json:"data_interval_end"`
 		Pool              string `json:"pool"`
 		Reason            string `json:"reason"`
+		// Probe is what the skew probe found for the date; only for a
+		// pipeline whose skew block has a probe.
+		Probe *DateProbeJSON `json:"probe,omitempty"`
+	}
+	// DateProbeJSON is a date's probe measurement: State is "measured"
+	// (Value and Median, the median of its reference dates), "failed"
+	// (Error) or "not_probed" (no run measured it yet: the view never runs
+	// a probe); MeasuredAt is when, RFC 3339 in UTC ("" when not probed).
+	DateProbeJSON struct {
+		State      string   `json:"state"`
+		Value      *float64 `json:"value"`
+		Median     *float64 `json:"median"`
+		Error      string   `json:"error,omitempty"`
+		MeasuredAt string   `json:"measured_at,omitempty"`
 	}
 	// BackfillStatusJSON is `backfill status --json`.
 	BackfillStatusJSON struct {
@@ -79,6 +93,13 @@ type (
 		DS    string `json:"ds"`
 		State string `json:"state"`
 	}
+)
+
+// The states of a DateProbeJSON.
+const (
+	ProbeMeasured  = "measured"
+	ProbeFailed    = "failed"
+	ProbeNotProbed = "not_probed"
 )
 
 // RunsJSON is runs as `runs --json` prints them (never null: [] for
@@ -139,20 +160,91 @@ func RunReason(r store.Run, home string) string {
 	return reason
 }
 
+// MaxDates is the most due intervals one request of the view may name
+// (GET /api/dates): a larger window is a 400, so that no request makes the
+// view enumerate an unbounded number of dates.
+const MaxDates = 1000
+
+// TooManyDatesError is the error of a window holding more than the limit
+// of due intervals.
+type TooManyDatesError struct{ Limit int }
+
+func (e *TooManyDatesError) Error() string {
+	return fmt.Sprintf("the window holds more than %d due intervals: name a smaller one with start= and end=", e.Limit)
+}
+
+// ProbeReader reads the probe results that runs recorded (a store.Store is one).
+type ProbeReader interface {
+	ListProbes(ctx context.Context, p store.ListProbesParams) ([]store.ProbeResult, error)
+}
+
 // Dates is `dates --json` of pipeline p over win: every due interval with
-// the pool its skew block routes it to (a probe, if the pipeline has one,
-// runs once per date, as `rewind dates` runs it), and the probe failures
-// (`rewind dates` prints them as warnings).
+// the pool its skew block routes it to. The probe, if the pipeline's skew
+// block has one, runs once per date (as `rewind dates` runs it); its
+// failures are returned (`rewind dates` prints them as warnings).
 func Dates(ctx context.Context, p *dsl.Pipeline, win timetable.Window) ([]DateJSON, []string, error) {
+	ivs, err := intervals(p, win, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	rvs := skew.IntervalVars(p, ivs)
+	var probe *skew.Probes
+	if p.Skew.HasProbe() {
+		probe = skew.Measure(ctx, p, p.Skew, rvs)
+	}
+	at := time.Now()
+	routes, warnings := skew.RoutesWith(p, rvs, probe)
+	return datesJSON(p, ivs, routes, probe, func(time.Time) time.Time { return at }), warnings, nil
+}
+
+// RecordedDates is Dates with the probe values that runs recorded in the
+// state (`rewind dates --recorded`, GET /api/dates): it starts no process.
+// A date whose probe no run measured is "not_probed" and routed by the
+// skew block's list and expression alone. With limit > 0, a window of
+// more than limit due intervals is a *TooManyDatesError.
+func RecordedDates(ctx context.Context, st ProbeReader, p *dsl.Pipeline, win timetable.Window, limit int) ([]DateJSON, []string, error) {
+	ivs, err := intervals(p, win, limit)
+	if err != nil {
+		return nil, nil, err
+	}
+	rvs := skew.IntervalVars(p, ivs)
+	var probe *skew.Probes
+	measured := map[int64]time.Time{}
+	if p.Skew.HasProbe() && len(ivs) > 0 {
+		rows, err := st.ListProbes(ctx, store.ListProbesParams{Pipeline: p.Name, From: ivs[0].Start, To: ivs[len(ivs)-1].Start, Limit: len(ivs)})
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, r := range rows {
+			measured[r.LogicalDate.Unix()] = r.MeasuredAt
+		}
+		probe = skew.Recorded(p.Skew, rows)
+	}
+	routes, warnings := skew.RoutesWith(p, rvs, probe)
+	return datesJSON(p, ivs, routes, probe, func(t time.Time) time.Time { return measured[t.Unix()] }), warnings, nil
+}
+
+// intervals are the due intervals of p within win; more than limit (> 0)
+// is a *TooManyDatesError, found without enumerating past it.
+func intervals(p *dsl.Pipeline, win timetable.Window, limit int) ([]timetable.Interval, error) {
 	tt, err := timetable.New(p.Schedule, p.Timezone)
 	if err != nil {
-		return nil, nil, fmt.Errorf("pipeline %s: %w", p.Name, err)
+		return nil, fmt.Errorf("pipeline %s: %w", p.Name, err)
 	}
 	var ivs []timetable.Interval
 	for iv := range tt.Intervals(win) {
+		if limit > 0 && len(ivs) == limit {
+			return nil, &TooManyDatesError{Limit: limit}
+		}
 		ivs = append(ivs, iv)
 	}
-	routes, warnings := skew.DateRoutesChecked(ctx, p, ivs)
+	return ivs, nil
+}
+
+// datesJSON is the JSON of the dates ivs, routed by routes, with what the
+// probe (nil: none) found for each and when (measuredAt of the logical
+// date; zero: never).
+func datesJSON(p *dsl.Pipeline, ivs []timetable.Interval, routes []skew.Route, probe *skew.Probes, measuredAt func(time.Time) time.Time) []DateJSON {
 	out := make([]DateJSON, len(ivs))
 	for i, iv := range ivs {
 		out[i] = DateJSON{
@@ -160,8 +252,21 @@ func Dates(ctx context.Context, p *dsl.Pipeline, win timetable.Window) ([]DateJS
 			DataIntervalStart: iv.Start.Format(time.RFC3339), DataIntervalEnd: iv.End.Format(time.RFC3339),
 			Pool: routes[i].Pool, Reason: routes[i].Reason,
 		}
+		if !p.Skew.HasProbe() {
+			continue
+		}
+		pj := &DateProbeJSON{State: ProbeNotProbed}
+		if v, m, msg, ok := probe.Measurement(iv.Start); ok {
+			pj.MeasuredAt = measuredAt(iv.Start).UTC().Format(time.RFC3339)
+			if msg != "" {
+				pj.State, pj.Error = ProbeFailed, msg
+			} else {
+				pj.State, pj.Value, pj.Median = ProbeMeasured, &v, &m
+			}
+		}
+		out[i].Probe = pj
 	}
-	return out, warnings, nil
+	return out
 }
 
 // BackfillStatus is `backfill status --json` of b, given the runs of its

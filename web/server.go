@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -32,6 +33,7 @@ type Reader interface {
 	ListBackfills(ctx context.Context) ([]store.Backfill, error)
 	GetBackfill(ctx context.Context, id string) (store.Backfill, error)
 	GetLease(ctx context.Context, name string) (store.Lease, error)
+	ListProbes(ctx context.Context, p store.ListProbesParams) ([]store.ProbeResult, error)
 }
 
 // Options configure a Server.
@@ -47,6 +49,11 @@ type Options struct {
 	// Token, when not empty, is required on every request: the header
 	// "Authorization: Bearer TOKEN", or the session cookie /login sets.
 	Token string
+	// TrustedProxies are the addresses of the reverse proxies whose
+	// X-Forwarded-Proto is believed: a request from one of them that says
+	// https gets the Secure session cookie, as a TLS request does. None
+	// by default.
+	TrustedProxies []netip.Prefix
 	// Now is the clock (next due intervals, durations of running
 	// attempts); nil is time.Now.
 	Now func() time.Time
@@ -66,9 +73,6 @@ type Server struct {
 
 	lakesMu sync.Mutex
 	lakes   *scheduler.Lakes
-	// datesMu serialises /api/dates: a pipeline's probe runs once per
-	// date, one request at a time.
-	datesMu sync.Mutex
 }
 
 //go:embed assets

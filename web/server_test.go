@@ -115,7 +115,7 @@ func TestAPIOnPostgres(t *testing.T) {
 	}
 }
 
-// GET /api/dates is `rewind dates --json`.
+// GET /api/dates is `rewind dates --recorded --json`.
 func TestAPIDatesIsDatesJSON(t *testing.T) {
 	e := dailyEnv(t)
 	srv := e.server("")
@@ -123,7 +123,7 @@ func TestAPIDatesIsDatesJSON(t *testing.T) {
 	if _, body2 := get(t, srv, "/api/dates?pipeline=daily&start=2025-03-02T00:00:00Z&end=2025-03-06T00:00:00Z&now=2025-03-10T00:00:00Z"); body2 != body {
 		t.Errorf("timestamps bound the window like dates here:\n%s\n%s", body, body2)
 	}
-	out, errOut, code := cli(t, e.dir, e.state, "dates", "daily", e.dir, "--start", "2025-03-02", "--end", "2025-03-06", "--now", "2025-03-10T00:00:00Z", "--json")
+	out, errOut, code := cli(t, e.dir, e.state, "dates", "daily", e.dir, "--start", "2025-03-02", "--end", "2025-03-06", "--now", "2025-03-10T00:00:00Z", "--recorded", "--json")
 	if code != 0 {
 		t.Fatalf("rewind dates: exit %d: %s", code, errOut)
 	}

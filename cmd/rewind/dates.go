@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/skew"
+	"github.com/rewind-dev/rewind/store"
 	"github.com/rewind-dev/rewind/timetable"
 	"github.com/rewind-dev/rewind/web"
 )
@@ -19,7 +21,7 @@ func newDatesCmd(g *globals) *cobra.Command {
 	var (
 		ws               workspaceFlags
 		start, end, nowS string
-		asJSON           bool
+		asJSON, recorded bool
 	)
 	c := &cobra.Command{
 		Use:   "dates PIPELINE [PATH]",
@@ -29,18 +31,32 @@ after --now, default the current time), from start_date or --start to
 end_date or --end: exactly the runs that 'rewind run --catchup' would
 create. A date (YYYY-MM-DD) selects whole days by ds, inclusive, in the
 pipeline's timezone; a timestamp (RFC 3339) selects exact logical dates.
-Times are in the pipeline's timezone. PATH (or --path) is the workspace.`,
+Times are in the pipeline's timezone. PATH (or --path) is the workspace.
+
+A skew probe runs once per date. With --recorded no probe runs: each date
+shows the probe value that a run recorded in the state (rewind run, the
+scheduler, backfill apply), or "not probed yet"; this is what the web view
+serves at /api/dates.`,
 		Example: `  rewind dates daily_revenue --start 2025-07-01 --end 2025-07-31
-  rewind dates hourly_events --now 2025-03-31T00:00:00+02:00 --json`,
+  rewind dates hourly_events --now 2025-03-31T00:00:00+02:00 --json
+  rewind dates daily_revenue --recorded --json`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, win, err := datesWindow(g, &ws, args, start, end, nowS)
 			if err != nil {
 				return err
 			}
-			dates, warnings, err := web.Dates(skew.ProbeContext(cmd.Context(), win.Now), p, win)
+			var dates []web.DateJSON
+			var warnings []string
+			if recorded {
+				dates, warnings, err = recordedDates(cmd.Context(), g, p, win)
+			} else {
+				if dates, warnings, err = web.Dates(skew.ProbeContext(cmd.Context(), win.Now), p, win); err != nil {
+					err = exitWith(exitUsage, "%v", err)
+				}
+			}
 			if err != nil {
-				return exitWith(exitUsage, "%v", err)
+				return err
 			}
 			for _, w := range warnings {
 				fmt.Fprintln(g.stderr, "warning: "+w)
@@ -58,7 +74,40 @@ Times are in the pipeline's timezone. PATH (or --path) is the workspace.`,
 	c.Flags().StringVar(&end, "end", "", "last ds or logical date, inclusive")
 	c.Flags().StringVar(&nowS, "now", "", "the clock: intervals ending after it are not due (RFC 3339)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	c.Flags().BoolVar(&recorded, "recorded", false, "run no probe: show the probe values runs recorded in the state")
 	return c
+}
+
+// recordedDates is dates --recorded: the probe values of the state (none
+// without a state; dates never creates one).
+func recordedDates(ctx context.Context, g *globals, p *dsl.Pipeline, win timetable.Window) ([]web.DateJSON, []string, error) {
+	var rd web.ProbeReader = noProbes{}
+	if p.Skew.HasProbe() {
+		exists, err := g.hasState()
+		if err != nil {
+			return nil, nil, err
+		}
+		if exists {
+			st, err := openExisting(ctx, g)
+			if err != nil {
+				return nil, nil, err
+			}
+			defer st.Close()
+			rd = st
+		}
+	}
+	dates, warnings, err := web.RecordedDates(ctx, rd, p, win, 0)
+	if err != nil {
+		return nil, nil, stateError(err, exitUsage)
+	}
+	return dates, warnings, nil
+}
+
+// noProbes is a state without probe results.
+type noProbes struct{}
+
+func (noProbes) ListProbes(context.Context, store.ListProbesParams) ([]store.ProbeResult, error) {
+	return nil, nil
 }
 
 // datesWindow reads the flags of dates: the pipeline (args[0]) of the
@@ -98,6 +147,8 @@ func printDates(w io.Writer, dates []web.DateJSON) {
 		line := fmt.Sprintf("%s  %s -> %s  %s", d.DS, d.DataIntervalStart, d.DataIntervalEnd, d.Pool)
 		if d.Reason != "" {
 			line += "  (" + d.Reason + ")"
+		} else if d.Probe != nil && d.Probe.State == web.ProbeNotProbed {
+			line += "  (not probed yet)"
 		}
 		fmt.Fprintln(w, line)
 	}

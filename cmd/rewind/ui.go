@@ -17,9 +17,10 @@ func init() { register(newUICmd) }
 
 func newUICmd(g *globals) *cobra.Command {
 	var (
-		ws     workspaceFlags
-		listen string
-		token  string
+		ws      workspaceFlags
+		listen  string
+		token   string
+		proxies []string
 	)
 	c := &cobra.Command{
 		Use:   "ui [--listen 127.0.0.1:8080] [PATH]",
@@ -29,21 +30,31 @@ pipeline (runs as columns, newest on the right, tasks as rows, hot dates
 marked with their pool), live while a catchup runs; each cell's attempts
 and log tail; a run's Gantt chart; a backfill's phases, dates, plan,
 validation and report. Every page has its JSON under /api/ (/api/runs is
-'rewind runs --json', /api/dates 'rewind dates --json',
+'rewind runs --json', /api/dates 'rewind dates --recorded --json',
 /api/backfills/ID/status 'rewind backfill status ID --json').
 
 The view only reads. It listens on loopback by default; any other address
 needs a token (--token, or better REWIND_UI_TOKEN, since ps shows argv),
 which every request then carries as 'Authorization: Bearer TOKEN' (a
-browser signs in once with a form). Ctrl-C or SIGTERM stops it.`,
+browser signs in once with a form). Ctrl-C or SIGTERM stops it.
+
+Behind a reverse proxy that terminates TLS, name the proxy's address with
+--trusted-proxy (repeatable; an address or a CIDR): its X-Forwarded-Proto:
+https then marks the sign-in cookie Secure, as a direct TLS request would.
+The header from any other address is ignored. Default: no proxy trusted.`,
 		Example: `  rewind ui examples/daily_revenue
-  REWIND_UI_TOKEN=$(openssl rand -hex 16) rewind ui --listen 0.0.0.0:8080 .`,
+  REWIND_UI_TOKEN=$(openssl rand -hex 16) rewind ui --listen 0.0.0.0:8080 .
+  REWIND_UI_TOKEN=... rewind ui --listen 10.0.0.5:8080 --trusted-proxy 10.0.0.2 .`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if token == "" {
 				token = os.Getenv(web.EnvToken)
 			}
 			if err := web.CheckListen(cmd.Context(), listen, token); err != nil {
+				return exitWith(exitUsage, "%v", err)
+			}
+			trusted, err := web.ParseTrustedProxies(proxies)
+			if err != nil {
 				return exitWith(exitUsage, "%v", err)
 			}
 			path, err := g.workspace(pathArg(args))
@@ -61,7 +72,7 @@ browser signs in once with a form). Ctrl-C or SIGTERM stops it.`,
 				return err
 			}
 			defer st.Close()
-			srv, err := web.New(web.Options{State: st, Workspace: w, Home: homeDir(g), Token: token,
+			srv, err := web.New(web.Options{State: st, Workspace: w, Home: homeDir(g), Token: token, TrustedProxies: trusted,
 				Log: slog.New(slog.NewTextHandler(g.stderr, nil))})
 			if err != nil {
 				return exitWith(exitFailed, "%v", err)
@@ -85,5 +96,6 @@ browser signs in once with a form). Ctrl-C or SIGTERM stops it.`,
 	ws.add(c)
 	c.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on (HOST:PORT); other than loopback only with a token")
 	c.Flags().StringVar(&token, "token", "", "bearer token every request must carry (default $"+web.EnvToken+")")
+	c.Flags().StringArrayVar(&proxies, "trusted-proxy", nil, "address or CIDR of a reverse proxy whose X-Forwarded-Proto is believed (repeatable; default none)")
 	return c
 }

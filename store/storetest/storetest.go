@@ -68,6 +68,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Backfills", testBackfills},
 		{"ReprocessRuns", testReprocessRuns},
 		{"SetWatermark", testSetWatermark},
+		{"Probes", testProbes},
 		{"InTxRollsBack", testInTxRollback},
 		{"ConcurrentClaims", func(t *testing.T, st store.Store) { ClaimRace(t, []store.Store{st}, 8) }},
 		{"CatchupThrough", testCatchupThrough},
