@@ -282,9 +282,17 @@ func TestServeBrokenAtStart(t *testing.T) {
 	}
 }
 
+// write replaces the file at path with body in one rename, as editors save:
+// a scheduler polling every 10 ms on a loaded machine could otherwise load
+// the file truncated (an empty workspace) between the truncation and the
+// write, and a broken edit after it would keep that empty definition.
 func write(t *testing.T, path, body string) {
 	t.Helper()
-	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
 }
