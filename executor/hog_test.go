@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		if d, err := time.ParseDuration(os.Getenv("REWIND_TEST_HOG_HOLD")); err == nil {
 			hold = d
 		}
-		hog := make([]byte, mb<<20)
+		hog := hogMemory(mb << 20)
 		touch(hog)
 		if forks, err := strconv.Atoi(os.Getenv("REWIND_TEST_HOG_FORKS")); err == nil {
 			os.Exit(cowReaders(hog, forks, hold))
@@ -132,6 +132,22 @@ func touch(b []byte) {
 // cowReaders forks n children that read every page of b, shared with this
 // process copy-on-write, and hold it for hold; it returns 0 once they all
 // have exited 0, else 1.
+// hogMemory maps n bytes of private anonymous memory that the kernel never
+// backs with transparent huge pages: with THP "always", khugepaged may
+// collapse the pages of a process that shares them copy-on-write with its
+// children into a huge page of its own, a copy that breaks the sharing the
+// memory tests measure.
+func hogMemory(n int) []byte {
+	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mmap:", err)
+		os.Exit(2)
+	}
+	const madvNoHugepage = 15 // MADV_NOHUGEPAGE
+	_ = syscall.Madvise(b, madvNoHugepage)
+	return b
+}
+
 func cowReaders(b []byte, n int, hold time.Duration) int {
 	ts := syscall.NsecToTimespec(int64(hold))
 	var pids []int
