@@ -39,9 +39,9 @@ pipeline "p" {
   task "a" {
     command = <<-EOT
       trap 't=; while [ -z "$t" ]; do t=$(date +%s%N); done; echo "term $REWIND_RUN_ID $REWIND_TASK $REWIND_TRY_NUMBER $t" >> ledger.log; exit 143' TERM
-      echo "start $REWIND_RUN_ID $REWIND_TASK $REWIND_TRY_NUMBER $(date +%s%N)" >> ledger.log
+      t=; while [ -z "$t" ]; do t=$(date +%s%N); done; echo "start $REWIND_RUN_ID $REWIND_TASK $REWIND_TRY_NUMBER $t" >> ledger.log
       if [ $REWIND_RUN_ID = scheduled__2025-01-01T12:00:00Z ]; then sleep SLOW & wait $!; else sleep 0.2 & wait $!; fi
-      echo "end $REWIND_RUN_ID $REWIND_TASK $REWIND_TRY_NUMBER $(date +%s%N)" >> ledger.log
+      t=; while [ -z "$t" ]; do t=$(date +%s%N); done; echo "end $REWIND_RUN_ID $REWIND_TASK $REWIND_TRY_NUMBER $t" >> ledger.log
     EOT
   }
   task "b" {
