@@ -100,9 +100,6 @@ func childrenOf(pid int) []string {
 // had no child at any time. Each endpoint's latency is logged (go test -v):
 // the README's figures come from here; no threshold, machines are noisy.
 func TestUIStartsNoProcess(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the example workspace")
-	}
 	dir := t.TempDir()
 	copyTree(t, filepath.Join("..", "examples", "daily_revenue"), dir)
 	if err := os.WriteFile(filepath.Join(dir, "probes.hcl"), []byte(exampleProbesHCL), 0o644); err != nil {
