@@ -42,7 +42,7 @@ import (
 //
 // Idle, a pass of the loop is a stat of the workspace's *.hcl files, a read
 // of the store's epoch, and a look at the cached next tick of each
-// pipeline; the leader lease is renewed every TTL/3.
+// pipeline; the leader lease is renewed every TTL/8.
 
 // DefaultPollEvery is how often Serve looks at the workspace's files, the
 // store's epoch and the clock between ticks. A change of the files is

@@ -12,7 +12,7 @@ import (
 // Several `rewind scheduler` processes may share one state (PostgreSQL,
 // on several machines): the leader lease elects the active one, and the
 // others stand by, trying to take it every standbyPoll. The active one
-// renews it every TTL/3; when it dies, a standby of the same host takes it
+// renews it every TTL/8; when it dies, a standby of the same host takes it
 // over at once (the holder's pid is gone), one of another host once the
 // lease has expired: within the TTL (plus one poll) of the last renewal.
 //

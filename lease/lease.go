@@ -27,7 +27,7 @@ import (
 const Execution = "scheduler"
 
 // DefaultTTL is how long a lease (and an owner's Heartbeat) lasts without
-// renewal by default; the holder renews it every TTL/3.
+// renewal by default; the holder renews it every TTL/8 (RenewEvery).
 const DefaultTTL = 30 * time.Second
 
 // EnvHost names the environment variable that overrides the host name this
@@ -248,9 +248,14 @@ func holderAlive(l store.Lease) bool {
 	return err == nil && (l.PIDStart == 0 || start == l.PIDStart)
 }
 
+// RenewEvery is how often a holder renews a lease of the given TTL: four
+// renewals fit in the half TTL after which it steps down, so that one
+// slow answer of a loaded server (or one lost) does not end a leadership.
+func RenewEvery(ttl time.Duration) time.Duration { return ttl / 8 }
+
 // Keep renews the lease name (and, with beat, h's Heartbeat) every
-// TTL/3 until ctx ends. A renewal that fails because the state is
-// unavailable is tried again every TTL/10; lost is called when the lease is
+// RenewEvery(TTL) until ctx ends. A renewal that fails because the state is
+// unavailable is tried again every TTL/20; lost is called when the lease is
 // lost: another rewind took it, or no renewal succeeded for half the TTL
 // (so the holder stops, and its attempts get their grace period, before
 // another can take over).
@@ -264,7 +269,7 @@ func Keep(ctx context.Context, st store.Store, name string, h Holder, beat bool,
 	lastOK := time.Now() // when the last renewal that succeeded was sent
 	stepDown := time.NewTimer(ttl / 2)
 	defer stepDown.Stop()
-	wait := ttl / 3
+	wait := RenewEvery(ttl)
 	var lastErr error // of the renewals since the last that succeeded
 	stop := func(how string) {
 		err := fmt.Errorf("no renewal of the %s lease succeeded for %s (half its TTL)%s", name, ttl/2, how)
@@ -306,7 +311,9 @@ func Keep(ctx context.Context, st store.Store, name string, h Holder, beat bool,
 		cancel()
 		switch {
 		case err == nil:
-			lastOK, wait, lastErr = sent, ttl/3, nil
+			// The next renewal is sent RenewEvery after this one was:
+			// a slow answer does not push it later.
+			lastOK, wait, lastErr = sent, max(0, RenewEvery(ttl)-time.Since(sent)), nil
 			if !stepDown.Stop() {
 				select {
 				case <-stepDown.C:
@@ -325,7 +332,7 @@ func Keep(ctx context.Context, st store.Store, name string, h Holder, beat bool,
 			return
 		default:
 			lastErr = err
-			wait = ttl / 10
+			wait = ttl / 20
 		}
 	}
 }

@@ -21,6 +21,7 @@ type flakyRenew struct {
 	budget atomic.Int32
 	fails  atomic.Int32
 	hang   atomic.Bool
+	slow   atomic.Int64 // each renewal takes this long (a loaded server)
 }
 
 var errUnreachable = fmt.Errorf("dial tcp 10.0.0.5:5432: connect: connection refused")
@@ -31,6 +32,13 @@ func (f *flakyRenew) RenewLease(ctx context.Context, p store.RenewLeaseParams) e
 		// even honour ctx: the call returns long after.
 		time.Sleep(time.Minute)
 		return errUnreachable
+	}
+	if d := time.Duration(f.slow.Load()); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	if f.budget.Load() != 0 {
 		f.budget.Add(-1)
@@ -62,7 +70,7 @@ func TestKeepLease(t *testing.T) {
 		run  func(t *testing.T, f *flakyRenew, lost <-chan error)
 	}{
 		{"brief outage", func(t *testing.T, f *flakyRenew, lost <-chan error) {
-			// One renewal fails; the next try, TTL/10 later, works.
+			// One renewal fails; the next try, TTL/20 later, works.
 			f.budget.Store(1)
 			select {
 			case err := <-lost:
@@ -71,6 +79,17 @@ func TestKeepLease(t *testing.T) {
 			}
 			if f.fails.Load() != 1 {
 				t.Fatalf("%d failed renewals, want 1", f.fails.Load())
+			}
+		}},
+		{"slow renewals", func(t *testing.T, f *flakyRenew, lost <-chan error) {
+			// A loaded server answers every renewal in a sixth of the
+			// TTL: the lease is held (a renewal is sent well before the
+			// step-down, and the next one as it returns), not given up.
+			f.slow.Store(int64(ttl / 6))
+			select {
+			case err := <-lost:
+				t.Fatalf("lost while every renewal succeeded, slowly: %v", err)
+			case <-time.After(2 * ttl):
 			}
 		}},
 		{"long outage", func(t *testing.T, f *flakyRenew, lost <-chan error) {

@@ -249,12 +249,16 @@ func TestHASchedulersKillActive(t *testing.T) {
 	runs := w.waitAllSucceeded(t, standby)
 	ledger := w.ledger()
 	// One that ran is adopted, or its outcome is read from its log.
-	lostOnlyUnstarted(t, checkExactlyOnce(t, runs, ledger, time.Time{}), ledger)
+	lostOnlyUnstarted(t, checkExactlyOnce(t, runs, ledger, time.Time{}), ledger, standby.stderr.String())
 	adopted := regexp.MustCompile(`msg="adopting attempt of a previous rewind" pipeline=p task=a try=1 pid=\d+`).FindAllString(standby.stderr.String(), -1)
 	if !strings.Contains(standby.stderr.String(), "adopting attempt of a previous rewind") {
 		t.Errorf("the standby did not adopt the slow attempt of the killed scheduler:\n%s", tail(standby.stderr.String(), 4000))
 	}
 	t.Logf("the standby adopted %d running attempts", len(adopted))
+	if t.Failed() {
+		t.Logf("the killed scheduler's warnings:\n%s", warnings(leader.stderr.String()))
+		t.Logf("the standby's warnings:\n%s", warnings(standby.stderr.String()))
+	}
 	standby.term()
 }
 
@@ -458,7 +462,7 @@ func TestHAKillActiveOnLiveHost(t *testing.T) {
 	runs := w.waitAllSucceeded(t, standby)
 	ledger := w.ledger()
 	// One that ran was recorded by the host agent from its exit status.
-	lostOnlyUnstarted(t, checkExactlyOnce(t, runs, ledger, time.Time{}), ledger)
+	lostOnlyUnstarted(t, checkExactlyOnce(t, runs, ledger, time.Time{}), ledger, standby.stderr.String())
 	slowEnds := 0
 	for _, l := range ledger {
 		if l.event == "end" && l.run == haSlow && l.task == "a" {
@@ -487,8 +491,12 @@ func haTTL() time.Duration {
 
 // lostOnlyUnstarted checks the attempts that are not successes (as
 // checkExactlyOnce returns them): each may only be lost, and only if it
-// never started (claimed by a rewind killed before it launched it).
-func lostOnlyUnstarted(t *testing.T, others []string, ledger []ledgerLine) {
+// never started (claimed by a rewind killed before it launched it). One
+// exception, which the logs must show: a scheduler that could not renew
+// its lease in time (a loaded CI machine) steps down and stops its
+// attempts, recorded interrupted (checkExactlyOnce has checked that none
+// ran to its end); they run again without using a retry.
+func lostOnlyUnstarted(t *testing.T, others []string, ledger []ledgerLine, logs ...string) {
 	t.Helper()
 	started := map[string]bool{}
 	for _, l := range ledger {
@@ -496,10 +504,22 @@ func lostOnlyUnstarted(t *testing.T, others []string, ledger []ledgerLine) {
 			started[l.run+" "+l.task+" try "+strconv.Itoa(l.try)] = true
 		}
 	}
+	steppedDown := false
+	for _, l := range logs {
+		if strings.Contains(l, "lost the state lease") || strings.Contains(l, "lost the leadership") {
+			steppedDown = true
+		}
+	}
 	for _, o := range others {
-		t.Logf("not a success: %s", o)
+		t.Logf("not a success: %s (started: %t)", o, started[o[:strings.LastIndex(o, ":")]])
+		if _, ok := strings.CutSuffix(o, ": interrupted"); ok && steppedDown {
+			continue
+		}
 		if attempt, ok := strings.CutSuffix(o, ": lost"); !ok || started[attempt] {
 			t.Errorf("attempt %s: want success, or lost when it never started", o)
 		}
+	}
+	if steppedDown {
+		t.Logf("a scheduler stepped down for a lease it could not renew in time: its interrupted attempts run again")
 	}
 }

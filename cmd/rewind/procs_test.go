@@ -173,6 +173,18 @@ func tail(s string, n int) string {
 	return s
 }
 
+// warnings returns the WARN and ERROR lines of a rewind's log: what a
+// failed test shows of each process, so that a failure in CI says why.
+func warnings(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+			out = append(out, l)
+		}
+	}
+	return tail(strings.Join(out, "\n"), 6000)
+}
+
 // waitFor polls cond until it holds; the test fails if it does not within
 // the liveness deadline.
 func waitFor(t *testing.T, what string, cond func() bool) {

@@ -49,7 +49,7 @@ comes while another rewind holds the lease waits for it.
 
 Several schedulers may share one state (PostgreSQL, on several machines):
 exactly one is active, elected by the state's leader lease, and the others
-stand by. The active one renews the lease every --lease-ttl/3; if it dies,
+stand by. The active one renews the lease every --lease-ttl/8; if it dies,
 a standby on the same host (REWIND_HOST, default the host name) takes over
 at once, one on another host within --lease-ttl (plus a second), and
 settles the dead one's attempts: adopted where they still run (a process of
