@@ -166,6 +166,25 @@ type Run struct {
 	Tasks             []TaskInstance
 }
 
+// Notification is one event queued for one notify block: a failed run, a
+// missed deadline. Key is its idempotency key (unique in the state, sent
+// with it); Payload is the JSON the notify block receives.
+type Notification struct {
+	ID          int64
+	Key         string
+	Event       string
+	Notify      string // the notify block's name
+	Pipeline    string
+	Payload     []byte
+	CreatedAt   time.Time
+	Tries       int // delivery tries so far
+	NextAt      time.Time
+	ClaimedBy   string
+	DeliveredAt time.Time // zero until delivered
+	GaveUpAt    time.Time // zero unless given up
+	LastError   string
+}
+
 // TaskInstance is one task of one run.
 type TaskInstance struct {
 	ID        int64
@@ -499,6 +518,22 @@ type Store interface {
 	// ("" the pipeline's skew block) within a window of logical dates
 	// (inclusive; zero bounds are open), oldest first.
 	ListProbes(ctx context.Context, p ListProbesParams) ([]ProbeResult, error)
+
+	// EnqueueNotifications queues notifications, skipping those whose Key
+	// is already queued, and returns how many were new.
+	EnqueueNotifications(ctx context.Context, ns []Notification) (int, error)
+	// ClaimNotifications claims due notifications for one deliverer.
+	ClaimNotifications(ctx context.Context, p ClaimNotificationsParams) ([]Notification, error)
+	// FinishNotification records a claimed notification delivered, given
+	// up or to retry (ErrConflict when the claim was lost).
+	FinishNotification(ctx context.Context, p FinishNotificationParams) error
+	// ListNotifications lists notifications, oldest first.
+	ListNotifications(ctx context.Context, p ListNotificationsParams) ([]Notification, error)
+	// DeadlineChecked returns up to when a pipeline's missed deadlines
+	// were looked for (ok false: never).
+	DeadlineChecked(ctx context.Context, pipeline string) (until time.Time, ok bool, err error)
+	// SetDeadlineChecked moves that instant forward (never back).
+	SetDeadlineChecked(ctx context.Context, pipeline string, until time.Time) error
 
 	// AdvanceWatermark recomputes the pipeline's watermark from its runs and
 	// returns it (scheduler, after runs finish).

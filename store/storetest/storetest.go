@@ -69,6 +69,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ReprocessRuns", testReprocessRuns},
 		{"SetWatermark", testSetWatermark},
 		{"Probes", testProbes},
+		{"Notifications", testNotifications},
+		{"DeadlineChecks", testDeadlineChecks},
 		{"InTxRollsBack", testInTxRollback},
 		{"ConcurrentClaims", func(t *testing.T, st store.Store) { ClaimRace(t, []store.Store{st}, 8) }},
 		{"CatchupThrough", testCatchupThrough},
