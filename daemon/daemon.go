@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -156,12 +157,15 @@ type server struct {
 	// (waiting for upstream data, held, stuck): the next one looks again.
 	carry map[string]bool
 	epoch int64
+	// current is ws, for the notifications' goroutine (notify.go).
+	current atomic.Pointer[dsl.Workspace]
 }
 
 // use makes ws the definition, and computes every pipeline's next tick.
 func (s *server) use(ws *dsl.Workspace) {
 	s.pauseNew(ws)
 	s.ws = ws
+	s.current.Store(ws)
 	s.next = map[string]time.Time{}
 	s.carry = map[string]bool{}
 	now := s.o.Clock()

@@ -48,8 +48,14 @@ func (s *server) loop(ctx context.Context) error {
 				lose(&lostLeadership{err})
 			})
 		}()
+		notified := make(chan struct{})
+		go func() {
+			defer close(notified)
+			s.notifyLoop(leadCtx, h.ID)
+		}()
 		s.lead(leadCtx)
 		lose(nil)
+		<-notified
 		<-renewed
 		if ctx.Err() != nil {
 			// Stopped: a standby takes over at once, not after the TTL.

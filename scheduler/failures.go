@@ -26,10 +26,11 @@ type FailedTask struct {
 	State string // the task instance's state: failed, upstream_failed, ...
 	// Outcome is the latest attempt's: "exit 3", "oom", "timeout",
 	// "signal killed", "lost"; "" when the task never ran (upstream_failed).
-	Outcome string
-	Try     int
-	Pool    string
-	LogPath string
+	Outcome  string
+	Try      int
+	Pool     string
+	LogPath  string
+	ExitCode *int // the latest attempt's, when it exited
 }
 
 // FailedRuns reads from st what failed in the failed runs of sum, at most
@@ -53,15 +54,7 @@ func FailedRuns(ctx context.Context, st store.Store, sum *Summary, most int) ([]
 		}
 		for _, run := range runs {
 			fr.Kind, fr.RunID = string(run.Kind), store.RunID(run.Kind, run.LogicalDate)
-			for _, ti := range run.Tasks {
-				if ti.State == store.TaskSuccess || ti.State == store.TaskSkipped {
-					continue
-				}
-				ft := FailedTask{Task: ti.Task, State: string(ti.State), Try: ti.TryNumber, Pool: ti.Pool}
-				if n := len(ti.Attempts); n > 0 {
-					a := ti.Attempts[n-1]
-					ft.Outcome, ft.Pool, ft.LogPath = Outcome(a), a.Pool, a.LogPath
-				}
+			for _, ft := range failedTasks(run) {
 				fr.Tasks = append(fr.Tasks, ft)
 			}
 		}
@@ -73,6 +66,24 @@ func FailedRuns(ctx context.Context, st store.Store, sum *Summary, most int) ([]
 		out = append(out, fr)
 	}
 	return out, nil
+}
+
+// failedTasks are the task instances of run (read with its tasks and
+// attempts) that did not succeed, each with its latest attempt.
+func failedTasks(run store.Run) []FailedTask {
+	var out []FailedTask
+	for _, ti := range run.Tasks {
+		if ti.State == store.TaskSuccess || ti.State == store.TaskSkipped {
+			continue
+		}
+		ft := FailedTask{Task: ti.Task, State: string(ti.State), Try: ti.TryNumber, Pool: ti.Pool}
+		if n := len(ti.Attempts); n > 0 {
+			a := ti.Attempts[n-1]
+			ft.Outcome, ft.Pool, ft.LogPath, ft.ExitCode = Outcome(a), a.Pool, a.LogPath, a.ExitCode
+		}
+		out = append(out, ft)
+	}
+	return out
 }
 
 // Outcome says how an attempt ended, in a few words: "exit 3", "oom",

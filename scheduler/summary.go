@@ -40,6 +40,18 @@ type Summary struct {
 	// Warnings are what the execution could not do as asked but went on
 	// without (a skew probe that failed: the date ran on its own pool).
 	Warnings []string
+	// Notifications is what became of the notifications this execution
+	// delivered (Options.Notify).
+	Notifications NotifySummary
+}
+
+// NotifySummary counts the notifications an execution sent: delivered,
+// left to retry (Errors says why, redacted), given up; DeadlinesMissed
+// the deadline_missed notifications it queued.
+type NotifySummary struct {
+	Delivered, Retried, GaveUp int
+	DeadlinesMissed            int
+	Errors                     []string
 }
 
 // WaitingRun is a run that waits for a run of a pipeline it consumes.

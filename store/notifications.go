@@ -22,8 +22,8 @@ func (s *sqlStore) EnqueueNotifications(ctx context.Context, ns []Notification) 
 		return 0, nil
 	}
 	for _, n := range ns {
-		if n.Key == "" || n.Event == "" || n.Notify == "" {
-			return 0, fmt.Errorf("store: enqueue notification: key %q, event %q, notify %q: all three are required", n.Key, n.Event, n.Notify)
+		if n.Key == "" || n.Event == "" || n.Notify == "" || n.Channel == "" {
+			return 0, fmt.Errorf("store: enqueue notification: key %q, event %q, notify %q, channel %q: all four are required", n.Key, n.Event, n.Notify, n.Channel)
 		}
 	}
 	added := 0
@@ -43,10 +43,10 @@ func (s *sqlStore) EnqueueNotifications(ctx context.Context, ns []Notification) 
 				next = created
 			}
 			res, err := c.exec(ctx, `
-				INSERT INTO notifications (idem_key, event, notify, pipeline, payload, created_at, next_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7)
+				INSERT INTO notifications (idem_key, event, notify, channel, pipeline, payload, created_at, next_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 				ON CONFLICT (idem_key) DO NOTHING`,
-				n.Key, n.Event, n.Notify, n.Pipeline, string(n.Payload), nanos(created), nanos(next))
+				n.Key, n.Event, n.Notify, n.Channel, n.Pipeline, string(n.Payload), nanos(created), nanos(next))
 			if err != nil {
 				return fmt.Errorf("store: enqueue notification %s: %w", n.Key, err)
 			}
@@ -169,7 +169,7 @@ func (s *sqlStore) ListNotifications(ctx context.Context, p ListNotificationsPar
 	return out, nil
 }
 
-const notificationColumns = `SELECT id, idem_key, event, notify, pipeline, payload, created_at, tries, next_at, claimed_by, delivered_at, gave_up_at, last_error`
+const notificationColumns = `SELECT id, idem_key, event, notify, channel, pipeline, payload, created_at, tries, next_at, claimed_by, delivered_at, gave_up_at, last_error`
 
 func scanNotification(rows *sql.Rows) (Notification, error) {
 	var (
@@ -178,7 +178,7 @@ func scanNotification(rows *sql.Rows) (Notification, error) {
 		created, next     int64
 		delivered, gaveUp sql.NullInt64
 	)
-	if err := rows.Scan(&n.ID, &n.Key, &n.Event, &n.Notify, &n.Pipeline, &payload, &created, &n.Tries, &next, &n.ClaimedBy, &delivered, &gaveUp, &n.LastError); err != nil {
+	if err := rows.Scan(&n.ID, &n.Key, &n.Event, &n.Notify, &n.Channel, &n.Pipeline, &payload, &created, &n.Tries, &next, &n.ClaimedBy, &delivered, &gaveUp, &n.LastError); err != nil {
 		return Notification{}, err
 	}
 	n.Payload = []byte(payload)

@@ -174,6 +174,7 @@ type Notification struct {
 	Key         string
 	Event       string
 	Notify      string // the notify block's name
+	Channel     string // "command" or "webhook": each is delivered on its own
 	Pipeline    string
 	Payload     []byte
 	CreatedAt   time.Time

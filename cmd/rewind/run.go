@@ -21,6 +21,7 @@ import (
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/executor"
 	"github.com/rewind-dev/rewind/lease"
+	"github.com/rewind-dev/rewind/notify"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
 )
@@ -149,7 +150,7 @@ func (f *runFlags) options(cmd *cobra.Command, g *globals, args []string) (sched
 	return scheduler.Options{
 		Workspace: w, Pipelines: f.pipelines, Catchup: f.catchup, Now: nowT,
 		MaxActiveRuns: f.maxActiveRuns, Home: homeDir(g), Wait: f.wait, Grace: f.grace,
-		EnsureAgent: agentStarter(g, lease.DefaultTTL),
+		EnsureAgent: agentStarter(g, lease.DefaultTTL), Notify: true,
 	}, nil
 }
 
@@ -185,6 +186,9 @@ func (f *runFlags) report(ctx context.Context, g *globals, st store.Store, sum *
 			fmt.Fprintf(g.stderr, "... and %d more failed runs (rewind runs --failed lists them)\n", n-len(failed))
 		}
 	}
+	if sum != nil {
+		printNotifications(g.stderr, sum.Notifications)
+	}
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "unknown pipeline") {
 			return exitWith(exitUsage, "%v", err)
@@ -208,6 +212,21 @@ func (f *runFlags) report(ctx context.Context, g *globals, st store.Store, sum *
 		return &exitError{code: exitFailed}
 	}
 	return nil
+}
+
+// printNotifications says, on stderr and also with --quiet (a silent alert
+// channel is what cron must not hide), which deadlines were missed and
+// which notifications could not be sent.
+func printNotifications(w io.Writer, n scheduler.NotifySummary) {
+	if n.DeadlinesMissed > 0 {
+		fmt.Fprintf(w, "deadline missed: %s queued (deadline_missed)\n", plural(n.DeadlinesMissed, "notification"))
+	}
+	if n.Retried > 0 {
+		fmt.Fprintf(w, "warning: %s not delivered; the next rewind tries again: %s\n", plural(n.Retried, "notification"), n.Errors[len(n.Errors)-1])
+	}
+	if n.GaveUp > 0 {
+		fmt.Fprintf(w, "error: %s given up after %s of tries\n", plural(n.GaveUp, "notification"), notify.MaxAge)
+	}
 }
 
 // progress shows a catchup: a live bar on a terminal, a plain line every

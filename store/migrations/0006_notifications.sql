@@ -2,7 +2,8 @@
 --
 -- A notification is written in the same transaction as the transition that
 -- causes it (a run that failed, a deadline that passed) and delivered later
--- by whichever rewind runs next: one row per event and notify block, its
+-- by whichever rewind runs next: one row per event, notify block and
+-- channel (command, webhook: each delivered and retried on its own), its
 -- idem_key unique, so that an event is queued once whatever retries or
 -- takeovers happen. A deliverer claims a row until claimed_until (the
 -- state's clock), sends it, and records delivered_at, or an error and when
@@ -16,6 +17,7 @@ CREATE TABLE notifications (
     idem_key      TEXT    NOT NULL UNIQUE,
     event         TEXT    NOT NULL,
     notify        TEXT    NOT NULL,
+    channel       TEXT    NOT NULL,
     pipeline      TEXT    NOT NULL DEFAULT '',
     payload       TEXT    NOT NULL,
     created_at    {{int}} NOT NULL,

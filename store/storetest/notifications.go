@@ -14,7 +14,7 @@ import (
 // again, and one to retry is claimed again once due.
 func testNotifications(t *testing.T, st store.Store) {
 	mk := func(key, event string) store.Notification {
-		return store.Notification{Key: key, Event: event, Notify: "oncall", Pipeline: "p", Payload: []byte(`{"key":"` + key + `"}`)}
+		return store.Notification{Key: key, Event: event, Notify: "oncall", Channel: "webhook", Pipeline: "p", Payload: []byte(`{"key":"` + key + `"}`)}
 	}
 	n, err := st.EnqueueNotifications(ctx, []store.Notification{mk("run_failed:p:1", "run_failed"), mk("deadline_missed:p:1", "deadline_missed")})
 	if err != nil || n != 2 {
@@ -32,7 +32,7 @@ func testNotifications(t *testing.T, st store.Store) {
 	if err != nil || len(a) != 2 {
 		t.Fatalf("ClaimNotifications(A) = %d, %v; want 2", len(a), err)
 	}
-	if a[0].Key != "run_failed:p:1" || a[0].Event != "run_failed" || a[0].Notify != "oncall" || a[0].Pipeline != "p" ||
+	if a[0].Key != "run_failed:p:1" || a[0].Event != "run_failed" || a[0].Notify != "oncall" || a[0].Channel != "webhook" || a[0].Pipeline != "p" ||
 		string(a[0].Payload) != `{"key":"run_failed:p:1"}` || a[0].CreatedAt.IsZero() || a[0].ClaimedBy != "A" {
 		t.Errorf("claimed %+v", a[0])
 	}
