@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/lake"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/store"
@@ -92,6 +95,43 @@ type (
 	BackfillDateJSON struct {
 		DS    string `json:"ds"`
 		State string `json:"state"`
+	}
+	// LakeTableJSON is `lake show TABLE --json`: the table's snapshots,
+	// oldest first, its refs by name and the row count of each partition
+	// of main, by partition value.
+	LakeTableJSON struct {
+		Table      string              `json:"table"`
+		Snapshots  []LakeSnapshotJSON  `json:"snapshots"`
+		Refs       []LakeRefJSON       `json:"refs"`
+		Partitions []LakePartitionJSON `json:"partitions"`
+	}
+	// LakeSnapshotJSON is one snapshot of a table: ParentID null for the
+	// first, Time in UTC, RunID the run that committed it ("" for a
+	// snapshot rewind did not write).
+	LakeSnapshotJSON struct {
+		ID        int64  `json:"id"`
+		ParentID  *int64 `json:"parent_id"`
+		Time      string `json:"time"`
+		Operation string `json:"operation"`
+		RunID     string `json:"run_id"`
+	}
+	// LakeRefJSON is a branch or tag of a table and its snapshot.
+	LakeRefJSON struct {
+		Name       string `json:"name"`
+		SnapshotID int64  `json:"snapshot_id"`
+	}
+	// LakePartitionJSON is one partition of main and its row count.
+	LakePartitionJSON struct {
+		Partition string `json:"partition"`
+		Rows      int64  `json:"rows"`
+	}
+	// WatermarkJSON is `watermark show --json`: the pipeline's watermark
+	// (RFC 3339 with its offset) and when it last moved (UTC); both ""
+	// when the pipeline has none.
+	WatermarkJSON struct {
+		Pipeline  string `json:"pipeline"`
+		Watermark string `json:"watermark"`
+		UpdatedAt string `json:"updated_at"`
 	}
 )
 
@@ -278,6 +318,36 @@ func BackfillStatus(b store.Backfill, runs []store.Run) BackfillStatusJSON {
 		if r.BackfillID == b.ID {
 			out.Dates = append(out.Dates, BackfillDateJSON{DS: r.DS, State: string(r.State)})
 		}
+	}
+	return out
+}
+
+// LakeTable is `lake show TABLE --json` of what package lake says of it.
+func LakeTable(table string, snaps []lake.SnapshotInfo, refs map[string]int64, stats map[string]lake.PartitionStat) LakeTableJSON {
+	out := LakeTableJSON{Table: table, Snapshots: []LakeSnapshotJSON{}, Refs: []LakeRefJSON{}, Partitions: []LakePartitionJSON{}}
+	for _, sn := range snaps {
+		sj := LakeSnapshotJSON{ID: sn.ID, Time: sn.Time.UTC().Format(time.RFC3339Nano), Operation: sn.Operation, RunID: sn.Summary["rewind.run-id"]}
+		if sn.ParentID != 0 {
+			sj.ParentID = &sn.ParentID
+		}
+		out.Snapshots = append(out.Snapshots, sj)
+	}
+	for _, name := range slices.Sorted(maps.Keys(refs)) {
+		out.Refs = append(out.Refs, LakeRefJSON{Name: name, SnapshotID: refs[name]})
+	}
+	for _, p := range slices.Sorted(maps.Keys(stats)) {
+		out.Partitions = append(out.Partitions, LakePartitionJSON{Partition: p, Rows: stats[p].Rows})
+	}
+	return out
+}
+
+// Watermark is `watermark show --json` of the pipeline's watermark wm; a
+// zero wm is none.
+func Watermark(pipeline string, wm store.Watermark) WatermarkJSON {
+	out := WatermarkJSON{Pipeline: pipeline}
+	if !wm.LogicalDate.IsZero() {
+		out.Watermark = wm.LogicalDate.Format(time.RFC3339)
+		out.UpdatedAt = wm.UpdatedAt.UTC().Format(time.RFC3339)
 	}
 	return out
 }

@@ -150,11 +150,17 @@ func (s *Server) backfills(ctx context.Context) ([]BackfillSummaryJSON, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Backfills(list), nil
+}
+
+// Backfills are list as GET /api/backfills serves them and `rewind
+// backfill list --json` prints them, in their order (never null).
+func Backfills(list []store.Backfill) []BackfillSummaryJSON {
 	out := make([]BackfillSummaryJSON, 0, len(list))
 	for _, b := range list {
 		out = append(out, backfillSummary(b))
 	}
-	return out, nil
+	return out
 }
 
 func backfillSummary(b store.Backfill) BackfillSummaryJSON {
