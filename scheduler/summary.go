@@ -15,6 +15,7 @@ type RunResult struct {
 	Pipeline    string
 	DS          string
 	LogicalDate time.Time
+	Kind        store.RunKind
 	State       store.RunState
 	Duration    time.Duration
 	FailedTasks []string
