@@ -114,7 +114,11 @@ func complete(ctx context.Context, g *globals, what completion, given []string, 
 	}
 	var out []cobra.Completion
 	add := func(name, desc string) {
-		if strings.HasPrefix(name, prefix) {
+		switch {
+		case !strings.HasPrefix(name, prefix):
+		case desc == "":
+			out = append(out, name)
+		default:
 			out = append(out, cobra.CompletionWithDesc(name, desc))
 		}
 	}
