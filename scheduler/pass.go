@@ -457,7 +457,7 @@ func (e *engine) runFinished(r *runNode, state store.RunState, failed []string, 
 		e.progress.Failed++
 	}
 	e.summary.Finished = append(e.summary.Finished, RunResult{
-		Pipeline: r.p.def.Name, DS: r.run.DS, LogicalDate: r.run.LogicalDate, State: state,
+		Pipeline: r.p.def.Name, DS: r.run.DS, LogicalDate: r.run.LogicalDate, Kind: r.run.Kind, State: state,
 		Duration: now.Sub(r.begun), FailedTasks: failed,
 	})
 }
