@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -43,6 +44,20 @@ func Scrape(t testing.TB, url string, header ...string) Families {
 		t.Fatalf("scrape %s: Content-Type %q, want the text format (text/plain; version=0.0.4)", url, ct)
 	}
 	return Parse(t, res.Body)
+}
+
+// Gather gathers g, as a scrape of it would read.
+func Gather(t testing.TB, g prometheus.Gatherer) Families {
+	t.Helper()
+	fams, err := g.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	out := Families{}
+	for _, f := range fams {
+		out[f.GetName()] = f
+	}
+	return out
 }
 
 // Parse parses the text exposition format.
