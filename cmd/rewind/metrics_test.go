@@ -208,6 +208,9 @@ pipeline "p" {
 	if d := msgs["execution done"]; d != nil && d["succeeded"] != 2.0 {
 		t.Errorf("execution done: %v; want succeeded 2", d)
 	}
+	if s := msgs["scheduler started"]; s != nil && s["lease_ttl"] != "30s" {
+		t.Errorf("scheduler started: lease_ttl %v; want \"30s\", as in the text lines", s["lease_ttl"])
+	}
 
 	code, _, stderr := w.rewind("scheduler", "--log-format", "yaml")
 	if code != exitUsage || !strings.Contains(stderr, `--log-format "yaml": want text or json`) {

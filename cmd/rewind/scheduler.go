@@ -264,7 +264,8 @@ func reloadOnHUP(ctx context.Context) (reload <-chan struct{}, stop func()) {
 }
 
 // schedulerLog is the scheduler's log on out: text lines, or JSON lines
-// with format json (slog's keys: time, level, msg, then the attributes);
+// with format json (slog's keys: time, level, msg, then the attributes;
+// durations as text, as in the text lines);
 // warnings and errors only when quiet. Each string value (and error) is
 // redacted before it is quoted or escaped, where out's redaction of the
 // whole line could miss a secret whose escaped form differs.
@@ -277,6 +278,9 @@ func schedulerLog(out *liveRedact, quiet bool, format string) *slog.Logger {
 		switch a.Value.Kind() {
 		case slog.KindString:
 			a.Value = slog.StringValue(out.redact(a.Value.String()))
+		case slog.KindDuration:
+			// "30s" in JSON as in text, not a count of nanoseconds.
+			a.Value = slog.StringValue(a.Value.Duration().String())
 		case slog.KindAny:
 			if err, ok := a.Value.Any().(error); ok {
 				a.Value = slog.StringValue(out.redact(err.Error()))
