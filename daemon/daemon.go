@@ -28,6 +28,7 @@ import (
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/lease"
+	"github.com/rewind-dev/rewind/metrics"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
 	"github.com/rewind-dev/rewind/timetable"
@@ -101,6 +102,9 @@ type ServeOptions struct {
 	// the execution's) and its heartbeat last without renewal (default
 	// LeaseTTL): a standby takes over within it after the active one dies.
 	LeaseTTL time.Duration
+	// Metrics, when set, counts this scheduler's executions (their
+	// duration and result), its leadership and its takeovers.
+	Metrics *metrics.Scheduler
 }
 
 // Serve runs the scheduler until ctx ends: at start (catching up after
@@ -373,11 +377,13 @@ func (s *server) execute(ctx context.Context, all bool, names []string) bool {
 	// The epoch as it was before the execution: a change an operator makes
 	// while it runs (or after its last look) makes the next look run again.
 	ep, eerr := s.o.Store.Epoch(context.WithoutCancel(ctx))
+	started := time.Now()
 	sum, err := scheduler.Run(ctx, scheduler.Options{
 		Store: s.o.Store, Workspace: s.ws, Pipelines: sel, Clock: s.o.Clock,
 		RefreshEvery: s.o.RefreshEvery, Home: s.o.Home, Wait: true, Grace: s.o.Grace, LeaveSlurmJobs: true,
 		OnWarning: s.o.OnWarning, Log: s.log, Holder: s.o.Holder, EnsureAgent: s.o.EnsureAgent,
 	})
+	s.o.Metrics.Executed(time.Since(started), err)
 	if s.o.OnRun != nil {
 		s.o.OnRun(sum, err)
 	}

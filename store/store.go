@@ -322,6 +322,11 @@ type Lease struct {
 	// holder changes (not when the same holder renews or re-acquires): a
 	// holder's writes are fenced by it (Store.Fenced).
 	Generation int64
+	// AcquiredAt is when Holder took the lease (a re-acquisition by the
+	// same holder keeps it), RenewedAt when it last took or renewed it,
+	// both on the state's clock; zero when released, or when the lease was
+	// taken by a rewind that did not record them.
+	AcquiredAt, RenewedAt time.Time
 }
 
 // BackfillState is where a backfill stands.
@@ -457,6 +462,10 @@ type Store interface {
 	// two processes never get the same task instance and never exceed a
 	// pool. Any process holding work may claim (scheduler, backfill apply).
 	ClaimReady(ctx context.Context, p ClaimReadyParams) ([]ClaimedAttempt, error)
+	// Stats counts runs, attempts, queued task instances and backfills,
+	// grouped in the database by pipeline, pool and state, from one
+	// snapshot (the operators' metrics read it at each scrape).
+	Stats(ctx context.Context) (Stats, error)
 	// Usage counts, from the state, what is in flight: running attempts and
 	// queued task instances, grouped by pool, pipeline, task and whether the
 	// run is a backfill (ordered by those).

@@ -98,6 +98,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"CompleteCommitOfAClearedRun", testCompleteCommitCleared},
 		{"TaskDurationsOnlyThePipeline", testTaskDurationsOtherPipeline},
 		{"TaskDurationsLatestRuns", testTaskDurationsLatestRuns},
+		{"Stats", testStats},
+		{"LeaseTimes", testLeaseTimes},
 		{"ConcurrentClaimReady", func(t *testing.T, st store.Store) { ClaimReadyRace(t, []store.Store{st}, 4) }},
 		{"ConcurrentFencedWriters", func(t *testing.T, st store.Store) { FenceRace(t, st, st) }},
 		{"ConcurrentCommits", func(t *testing.T, st store.Store) { CommitRace(t, []store.Store{st}, 4) }},
