@@ -88,10 +88,32 @@ var (
 	counter = prometheus.CounterValue
 )
 
-// stateFamilies are the metrics read from the state. The gauges of the
-// notifications' outbox (its depth, the notifications that failed) go
-// here, over counts added to store.Stats.
+// stateFamilies are the metrics read from the state.
 var stateFamilies = []family{
+	newFamily("rewind_notifications_pending", "Notifications waiting in the state to be delivered (the outbox's depth).",
+		gauge, nil, func(s *snapshot, emit func(float64, ...string)) {
+			emit(float64(s.stats.Notifications.Pending))
+		}),
+	newFamily("rewind_notifications_failing", "Pending notifications whose delivery failed at least once (retried with backoff).",
+		gauge, nil, func(s *snapshot, emit func(float64, ...string)) {
+			emit(float64(s.stats.Notifications.Failing))
+		}),
+	newFamily("rewind_notifications_oldest_pending_age_seconds", "Age of the oldest pending notification (0 when none).",
+		gauge, nil, func(s *snapshot, emit func(float64, ...string)) {
+			age := 0.0
+			if o := s.stats.Notifications.OldestPending; !o.IsZero() {
+				age = max(0, s.stats.Now.Sub(o).Seconds())
+			}
+			emit(age)
+		}),
+	newFamily("rewind_notifications_delivered_total", "Notifications delivered since the state began.",
+		counter, nil, func(s *snapshot, emit func(float64, ...string)) {
+			emit(float64(s.stats.Notifications.Delivered))
+		}),
+	newFamily("rewind_notifications_given_up_total", "Notifications given up after a day of failed tries.",
+		counter, nil, func(s *snapshot, emit func(float64, ...string)) {
+			emit(float64(s.stats.Notifications.GaveUp))
+		}),
 	newFamily("rewind_runs", "Runs in the state, by pipeline and state (queued, running, success, failed).",
 		gauge, []string{"pipeline", "state"}, func(s *snapshot, emit func(float64, ...string)) {
 			byRun := map[[2]string]int{}

@@ -27,6 +27,17 @@ type Stats struct {
 	// BackfillRuns counts the runs of the backfills in state running,
 	// by the backfill's pipeline and the run's state (ordered by those).
 	BackfillRuns []RunCount
+	// Notifications counts the outbox of notifications.
+	Notifications NotificationCounts
+}
+
+// NotificationCounts is the outbox of notifications counted: Pending (to
+// deliver: its depth), of which Failing have failed at least one try;
+// Delivered and GaveUp since the state began; the oldest pending one's
+// creation.
+type NotificationCounts struct {
+	Pending, Failing, Delivered, GaveUp int
+	OldestPending                       time.Time
 }
 
 // RunCount is how many runs of a pipeline are in a state.
@@ -119,6 +130,19 @@ func (s *sqlStore) Stats(ctx context.Context) (Stats, error) {
 		if st.BackfillRuns, err = scanAll(rows, err, scanRunCount); err != nil {
 			return fmt.Errorf("runs of running backfills: %w", err)
 		}
+		var oldest sql.NullInt64
+		n := &st.Notifications
+		if err := c.row(ctx, `
+			SELECT
+				COALESCE(SUM(CASE WHEN delivered_at IS NULL AND gave_up_at IS NULL THEN 1 ELSE 0 END), 0),
+				COALESCE(SUM(CASE WHEN delivered_at IS NULL AND gave_up_at IS NULL AND tries > 0 THEN 1 ELSE 0 END), 0),
+				COALESCE(SUM(CASE WHEN delivered_at IS NOT NULL THEN 1 ELSE 0 END), 0),
+				COALESCE(SUM(CASE WHEN gave_up_at IS NOT NULL THEN 1 ELSE 0 END), 0),
+				MIN(CASE WHEN delivered_at IS NULL AND gave_up_at IS NULL THEN created_at END)
+			FROM notifications`).Scan(&n.Pending, &n.Failing, &n.Delivered, &n.GaveUp, &oldest); err != nil {
+			return fmt.Errorf("notifications: %w", err)
+		}
+		n.OldestPending = fromNanos(oldest)
 		return nil
 	})
 	if err != nil {

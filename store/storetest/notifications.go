@@ -90,6 +90,14 @@ func testNotifications(t *testing.T, st store.Store) {
 	if got, err := st.ListNotifications(ctx, store.ListNotificationsParams{Pending: true}); err != nil || len(got) != 1 {
 		t.Fatalf("pending after a give-up = %+v, %v; want only the deadline one", got, err)
 	}
+	// The outbox as the metrics count it.
+	stats, err := st.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := stats.Notifications; n.Pending != 1 || n.Failing != 1 || n.Delivered != 1 || n.GaveUp != 1 || n.OldestPending.IsZero() {
+		t.Errorf("Stats().Notifications = %+v, want 1 pending (failing), 1 delivered, 1 given up", n)
+	}
 }
 
 // testDeadlineChecks: the instant up to which missed deadlines were looked
