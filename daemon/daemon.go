@@ -163,6 +163,9 @@ type server struct {
 	epoch int64
 	// current is ws, for the notifications' goroutine (notify.go).
 	current atomic.Pointer[dsl.Workspace]
+	// prevLeader is the last other leader this scheduler stood by behind
+	// (host:pid), for scheduler_takeover.
+	prevLeader string
 }
 
 // use makes ws the definition, and computes every pipeline's next tick.

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/rewind-dev/rewind/lease"
@@ -41,6 +42,9 @@ func (s *server) loop(ctx context.Context) error {
 		}
 		s.log.Info("active: this scheduler leads", "generation", held.Generation)
 		s.o.Metrics.Leading(true, followed)
+		if followed {
+			s.queueTakeover(ctx, h, held.Generation)
+		}
 		leadCtx, lose := context.WithCancelCause(ctx)
 		renewed := make(chan struct{})
 		go func() {
@@ -85,6 +89,7 @@ func (s *server) elect(ctx context.Context, h lease.Holder) (store.Lease, bool, 
 		l, err := lease.Acquire(ctx, s.o.Store, lease.Leader, h, poll, func(l store.Lease) {
 			if l.Holder != leader {
 				leader = l.Holder
+				s.prevLeader = fmt.Sprintf("%s:%d", l.Host, l.PID)
 				s.log.Info("standing by: another scheduler leads", "host", l.Host, "pid", l.PID, "until", l.ExpiresAt.Format(time.RFC3339))
 			}
 		})

@@ -2,8 +2,12 @@ package daemon
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"time"
 
+	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/lease"
 	"github.com/rewind-dev/rewind/notify"
 	"github.com/rewind-dev/rewind/scheduler"
 )
@@ -38,5 +42,25 @@ func (s *server) notifyLoop(ctx context.Context, owner string) {
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// queueTakeover queues scheduler_takeover for every notify block that gets
+// it: this scheduler took the leadership over from another. The key is
+// the leadership's generation: one event per change of leader.
+func (s *server) queueTakeover(ctx context.Context, h lease.Holder, generation int64) {
+	ws := s.current.Load()
+	if ws == nil || !notify.WantedAnywhere(ws, dsl.EventSchedulerTakeover) {
+		return
+	}
+	ns, err := notify.Queue(ws, notify.Event{
+		Name: dsl.EventSchedulerTakeover, Key: dsl.EventSchedulerTakeover + ":" + strconv.FormatInt(generation, 10),
+		Host: fmt.Sprintf("%s:%d", h.Host, h.PID), PreviousLeader: s.prevLeader, Generation: generation, At: time.Now(),
+	})
+	if err == nil {
+		_, err = s.o.Store.EnqueueNotifications(ctx, ns)
+	}
+	if err != nil {
+		s.log.Warn("cannot queue scheduler_takeover", "error", ws.RedactError(err))
 	}
 }

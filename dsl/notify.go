@@ -35,10 +35,16 @@ const (
 	// EventBackfillReport: a backfill ended; its report (every block that
 	// asks for it, whichever pipeline).
 	EventBackfillReport = "backfill_report"
+	// EventRunRecovered: a run of a pipeline that names the block, whose
+	// failure was notified (run_failed), succeeded after a clear.
+	EventRunRecovered = "run_recovered"
+	// EventSchedulerTakeover: a standby scheduler took the leadership over
+	// from another (every block that asks for it, whichever pipeline).
+	EventSchedulerTakeover = "scheduler_takeover"
 )
 
 // NotifyEvents are the events a notify block's on may name.
-var NotifyEvents = []string{EventBackfillReport, EventDeadlineMissed, EventRunFailed}
+var NotifyEvents = []string{EventBackfillReport, EventDeadlineMissed, EventRunFailed, EventRunRecovered, EventSchedulerTakeover}
 
 // Wants reports whether the block gets event (without On, the default:
 // backfill_report only).

@@ -69,19 +69,31 @@ func (d *Deliverer) Round(ctx context.Context) (Result, error) {
 	if base == "" {
 		base = strings.TrimRight(os.Getenv(EnvUIURL), "/")
 	}
-	longest := time.Second
-	for _, b := range d.Workspace.Notifies {
-		longest = max(longest, b.Timeout)
+	// Block by block, one notification at a time: a claim then lasts for
+	// one send of its block (its timeout, twice: command or webhook), and
+	// a deliverer that dies leaves one notification to wait for it.
+	// Last, the notifications of blocks the workspace no longer declares:
+	// given up.
+	blocks := d.Workspace.Notifies
+	var names []string
+	for _, b := range blocks {
+		names = append(names, b.Name)
 	}
-	// One at a time: a claim then lasts for one send, and a deliverer
-	// that dies leaves at most one notification to wait for its claim.
-	for ctx.Err() == nil && (d.Stopping == nil || !d.Stopping()) {
-		claimed, err := d.Store.ClaimNotifications(ctx, store.ClaimNotificationsParams{Owner: d.Owner, For: 2*longest + claimMargin, Limit: 1})
+	for i := 0; i <= len(blocks) && ctx.Err() == nil; {
+		if d.Stopping != nil && d.Stopping() {
+			break
+		}
+		cp := store.ClaimNotificationsParams{Owner: d.Owner, For: claimMargin, Limit: 1, Except: names}
+		if i < len(blocks) {
+			cp = store.ClaimNotificationsParams{Owner: d.Owner, For: 2*blocks[i].Timeout + claimMargin, Limit: 1, Notify: blocks[i].Name}
+		}
+		claimed, err := d.Store.ClaimNotifications(ctx, cp)
 		if err != nil {
 			return res, err
 		}
 		if len(claimed) == 0 {
-			return res, nil
+			i++
+			continue
 		}
 		n := claimed[0]
 		p := store.FinishNotificationParams{ID: n.ID, Owner: d.Owner}

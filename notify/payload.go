@@ -13,7 +13,7 @@ import (
 // latest attempt.
 type Task struct {
 	Task  string `json:"task"`
-	State string `json:"state"` // failed, upstream_failed, running, ...
+	State string `json:"state,omitempty"` // failed, upstream_failed, running, ...
 	// Outcome is the latest attempt's: "exit 3", "oom", "timeout",
 	// "signal killed", "lost"; "" when it never ran.
 	Outcome   string `json:"outcome,omitempty"`
@@ -32,23 +32,29 @@ type Payload struct {
 	IdempotencyKey string `json:"idempotency_key"`
 	Event          string `json:"event"`
 	Notify         string `json:"notify"`
-	Pipeline       string `json:"pipeline"`
+	Pipeline       string `json:"pipeline,omitempty"`
 	// The run: for deadline_missed, the run of the interval whose deadline
 	// passed ("" when it had none then).
 	RunID             string `json:"run_id,omitempty"`
 	Kind              string `json:"kind,omitempty"`
-	LogicalDate       string `json:"logical_date"`
-	DataIntervalStart string `json:"data_interval_start"`
-	DataIntervalEnd   string `json:"data_interval_end"`
+	LogicalDate       string `json:"logical_date,omitempty"`
+	DataIntervalStart string `json:"data_interval_start,omitempty"`
+	DataIntervalEnd   string `json:"data_interval_end,omitempty"`
 	// State is the run's state at the event: failed; for deadline_missed
 	// also missing (no run), queued, running or success (late).
-	State string `json:"state"`
+	State string `json:"state,omitempty"`
 	// Deadline is, for deadline_missed, the instant the run had to succeed by.
 	Deadline string `json:"deadline,omitempty"`
 	Tasks    []Task `json:"tasks,omitempty"`
 	// Error says why a run whose tasks all succeeded failed (its output's
 	// commit or validation).
 	Error string `json:"error,omitempty"`
+	// Host, PreviousLeader and Generation describe a scheduler_takeover:
+	// the scheduler that leads now (host:pid), the one it took over from,
+	// and the leadership's generation.
+	Host           string `json:"host,omitempty"`
+	PreviousLeader string `json:"previous_leader,omitempty"`
+	Generation     int64  `json:"generation,omitempty"`
 	// Link is the run's page in rewind ui when the delivering rewind knows
 	// its base URL (REWIND_UI_URL).
 	Link      string `json:"link,omitempty"`
@@ -72,24 +78,41 @@ type Event struct {
 	Tasks    []Task
 	Error    string
 	At       time.Time
+	// For a scheduler_takeover (Pipeline nil: every block that gets it).
+	Host, PreviousLeader string
+	Generation           int64
 }
 
 // Queue returns the notifications of ev: one for each notify block the
 // pipeline names that gets the event, its payload redacted.
 func Queue(ws *dsl.Workspace, ev Event) ([]store.Notification, error) {
 	var out []store.Notification
-	for _, name := range ev.Pipeline.Notify {
+	var targets []string
+	if ev.Pipeline != nil {
+		targets = ev.Pipeline.Notify
+	} else {
+		for _, n := range ws.Notifies {
+			targets = append(targets, n.Name)
+		}
+	}
+	for _, name := range targets {
 		n := ws.Notify(name)
 		if n == nil || !n.Wants(ev.Name) {
 			continue
 		}
 		key := ev.Key + ":" + name
 		p := Payload{
-			IdempotencyKey: key, Event: ev.Name, Notify: name, Pipeline: ev.Pipeline.Name,
-			LogicalDate:       stamp(ev.Run.LogicalDate, ev.Pipeline),
-			DataIntervalStart: stamp(ev.Run.DataIntervalStart, ev.Pipeline),
-			DataIntervalEnd:   stamp(ev.Run.DataIntervalEnd, ev.Pipeline),
-			State:             ev.State, Tasks: ev.Tasks, Error: ws.Redact(ev.Error), CreatedAt: ev.At.UTC().Format(time.RFC3339Nano),
+			IdempotencyKey: key, Event: ev.Name, Notify: name,
+			State: ev.State, Tasks: ev.Tasks, Error: ws.Redact(ev.Error), CreatedAt: ev.At.UTC().Format(time.RFC3339Nano),
+			Host: ev.Host, PreviousLeader: ev.PreviousLeader, Generation: ev.Generation,
+		}
+		pipeline := ""
+		if ev.Pipeline != nil {
+			pipeline = ev.Pipeline.Name
+			p.Pipeline = pipeline
+			p.LogicalDate = stamp(ev.Run.LogicalDate, ev.Pipeline)
+			p.DataIntervalStart = stamp(ev.Run.DataIntervalStart, ev.Pipeline)
+			p.DataIntervalEnd = stamp(ev.Run.DataIntervalEnd, ev.Pipeline)
 		}
 		if ev.Run.ID != 0 {
 			p.RunID, p.Kind = store.RunID(ev.Run.Kind, ev.Run.LogicalDate), string(ev.Run.Kind)
@@ -105,7 +128,7 @@ func Queue(ws *dsl.Workspace, ev Event) ([]store.Notification, error) {
 			return nil, err
 		}
 		for _, ch := range channels(n) {
-			out = append(out, store.Notification{Key: key + "/" + ch, Event: ev.Name, Notify: name, Channel: ch, Pipeline: ev.Pipeline.Name, Payload: body, CreatedAt: ev.At})
+			out = append(out, store.Notification{Key: key + "/" + ch, Event: ev.Name, Notify: name, Channel: ch, Pipeline: pipeline, Payload: body, CreatedAt: ev.At})
 		}
 	}
 	return out, nil
@@ -128,6 +151,17 @@ func channels(n *dsl.Notify) []string {
 		out = append(out, ChannelWebhook)
 	}
 	return out
+}
+
+// WantedAnywhere reports whether any notify block of the workspace gets
+// event (a scheduler's events, which belong to no pipeline).
+func WantedAnywhere(ws *dsl.Workspace, event string) bool {
+	for _, n := range ws.Notifies {
+		if n.Wants(event) {
+			return true
+		}
+	}
+	return false
 }
 
 // Wanted reports whether any notify block the pipeline names gets event:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +44,39 @@ func (e *engine) queueRunFailed(ctx context.Context, tx store.Store, r *runNode,
 		return err
 	}
 	_, err = tx.EnqueueNotifications(ctx, ns)
+	return err
+}
+
+// queueRunRecovered queues, in tx (the transaction that finished the run
+// success), run_recovered for the blocks of the run's pipeline that get
+// it, when the run's latest failure was notified: once per failure.
+func (e *engine) queueRunRecovered(ctx context.Context, tx store.Store, r *runNode, now time.Time) error {
+	def := r.p.def
+	if r.run.Kind == store.KindBackfill || !notify.Wanted(e.o.Workspace, def, dsl.EventRunRecovered) {
+		return nil
+	}
+	ns, err := tx.ListNotifications(ctx, store.ListNotificationsParams{Pipeline: def.Name, Event: dsl.EventRunFailed})
+	if err != nil {
+		return err
+	}
+	prefix := dsl.EventRunFailed + ":" + def.Name + ":" + store.RunID(r.run.Kind, r.run.LogicalDate) + ":"
+	failure := ""
+	for _, n := range ns { // oldest first: the last is the latest failure
+		if rest, ok := strings.CutPrefix(n.Key, prefix); ok {
+			failure, _, _ = strings.Cut(rest, ":")
+		}
+	}
+	if failure == "" {
+		return nil
+	}
+	q, err := notify.Queue(e.o.Workspace, notify.Event{
+		Name: dsl.EventRunRecovered, Pipeline: def, Run: r.run, State: string(store.RunSuccess), At: now,
+		Key: dsl.EventRunRecovered + ":" + def.Name + ":" + store.RunID(r.run.Kind, r.run.LogicalDate) + ":" + failure,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = tx.EnqueueNotifications(ctx, q)
 	return err
 }
 

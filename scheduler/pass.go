@@ -254,6 +254,8 @@ func (e *engine) apply(ctx context.Context, tx store.Store, now time.Time, cmds 
 				if err := e.queueRunFailed(ctx, tx, c.res.job.run, now, strings.Join(c.failed, "; ")); err != nil {
 					return a, err
 				}
+			} else if err := e.queueRunRecovered(ctx, tx, c.res.job.run, now); err != nil {
+				return a, err
 			}
 			a.completed = append(a.completed, c)
 		case admitRun:
@@ -289,6 +291,8 @@ func (e *engine) apply(ctx context.Context, tx store.Store, now time.Time, cmds 
 				if err := e.queueRunFailed(ctx, tx, c.run, now, ""); err != nil {
 					return a, err
 				}
+			} else if err := e.queueRunRecovered(ctx, tx, c.run, now); err != nil {
+				return a, err
 			}
 			a.finished = append(a.finished, c)
 		case requestCommit:

@@ -80,9 +80,16 @@ func (s *sqlStore) ClaimNotifications(ctx context.Context, p ClaimNotificationsP
 			return err
 		}
 		n := nanos(now)
-		rows, err := c.query(ctx, notificationColumns+` FROM notifications
-			WHERE delivered_at IS NULL AND gave_up_at IS NULL AND next_at <= $1 AND claimed_until <= $2
-			ORDER BY next_at, id LIMIT `+strconv.Itoa(limit), n, n)
+		var a args
+		q := notificationColumns + ` FROM notifications
+			WHERE delivered_at IS NULL AND gave_up_at IS NULL AND next_at <= ` + a.add(n) + ` AND claimed_until <= ` + a.add(n)
+		if p.Notify != "" {
+			q += " AND notify = " + a.add(p.Notify)
+		}
+		for _, x := range p.Except {
+			q += " AND notify <> " + a.add(x)
+		}
+		rows, err := c.query(ctx, q+" ORDER BY next_at, id LIMIT "+strconv.Itoa(limit), a...)
 		due, err := scanAll(rows, err, scanNotification)
 		if err != nil {
 			return err

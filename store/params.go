@@ -224,6 +224,12 @@ type (
 		Owner string
 		For   time.Duration
 		Limit int
+		// Notify, when set, claims only that notify block's notifications
+		// (each block's claims last as its timeout says).
+		Notify string
+		// Except claims only the notifications of blocks not in it (the
+		// blocks the workspace no longer declares).
+		Except []string
 	}
 	// FinishNotificationParams record what became of a claimed
 	// notification: Delivered, GiveUp (with Error), or neither: tried again

@@ -94,6 +94,10 @@ notify "oncall" {
   command = "%s key=$(sed -n 's/.*\"idempotency_key\":\"\\([^\"]*\\)\".*/\\1/p'); echo \"$key $REWIND_EVENT\" >> delivered.log"
   timeout = %q
 }
+notify "ops" {
+  on      = ["scheduler_takeover"]
+  command = "cat >> takeover.jsonl; echo >> takeover.jsonl"
+}
 pipeline "p" {
   schedule   = "@hourly"
   start_date = "2025-07-01T00:00:00Z"
@@ -296,5 +300,21 @@ func TestNotifyHATakeover(t *testing.T) {
 	}
 	if !strings.Contains(standby.stderr.String(), `msg="notification delivered"`) {
 		t.Errorf("the standby did not deliver:\n%s", tail(standby.stderr.String(), 3000))
+	}
+	// The takeover itself, once, to the block that asks for it.
+	var takeovers []notify.Payload
+	for _, l := range w.lines("takeover.jsonl") {
+		if l == "" {
+			continue
+		}
+		var p notify.Payload
+		if err := json.Unmarshal([]byte(l), &p); err != nil {
+			t.Fatalf("takeover.jsonl: %v: %q", err, l)
+		}
+		takeovers = append(takeovers, p)
+	}
+	if len(takeovers) != 1 || takeovers[0].Event != "scheduler_takeover" || takeovers[0].Notify != "ops" ||
+		takeovers[0].Generation < 2 || takeovers[0].Host == "" || takeovers[0].PreviousLeader == "" || takeovers[0].Host == takeovers[0].PreviousLeader {
+		t.Errorf("scheduler_takeover notifications: %+v, want one naming the new and the previous leader", takeovers)
 	}
 }

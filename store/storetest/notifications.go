@@ -90,13 +90,35 @@ func testNotifications(t *testing.T, st store.Store) {
 	if got, err := st.ListNotifications(ctx, store.ListNotificationsParams{Pending: true}); err != nil || len(got) != 1 {
 		t.Fatalf("pending after a give-up = %+v, %v; want only the deadline one", got, err)
 	}
+	// Claims by block, and of the blocks not in a list.
+	other := mk("run_failed:p:3", "run_failed")
+	other.Notify = "gone"
+	if _, err := st.EnqueueNotifications(ctx, []store.Notification{mk("run_failed:p:4", "run_failed"), other}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.ClaimNotifications(ctx, store.ClaimNotificationsParams{Owner: "F", For: time.Hour, Notify: "nope"}); err != nil || len(got) != 0 {
+		t.Fatalf("ClaimNotifications of a block without any = %+v, %v", got, err)
+	}
+	got, err := st.ClaimNotifications(ctx, store.ClaimNotificationsParams{Owner: "F", For: time.Hour, Except: []string{"oncall"}})
+	if err != nil || len(got) != 1 || got[0].Notify != "gone" {
+		t.Fatalf("ClaimNotifications except oncall = %+v, %v; want the gone block's", got, err)
+	}
+	got, err = st.ClaimNotifications(ctx, store.ClaimNotificationsParams{Owner: "F", For: time.Hour, Notify: "oncall"})
+	if err != nil || len(got) != 1 || got[0].Key != "run_failed:p:4" {
+		t.Fatalf("ClaimNotifications of oncall = %+v, %v", got, err)
+	}
+	for _, n := range []int64{got[0].ID} {
+		if err := st.FinishNotification(ctx, store.FinishNotificationParams{ID: n, Owner: "F", Delivered: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// The outbox as the metrics count it.
 	stats, err := st.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := stats.Notifications; n.Pending != 1 || n.Failing != 1 || n.Delivered != 1 || n.GaveUp != 1 || n.OldestPending.IsZero() {
-		t.Errorf("Stats().Notifications = %+v, want 1 pending (failing), 1 delivered, 1 given up", n)
+	if n := stats.Notifications; n.Pending != 2 || n.Failing != 1 || n.Delivered != 2 || n.GaveUp != 1 || n.OldestPending.IsZero() {
+		t.Errorf("Stats().Notifications = %+v, want 2 pending (1 failing), 2 delivered, 1 given up", n)
 	}
 }
 
