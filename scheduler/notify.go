@@ -103,11 +103,22 @@ func CheckDeadlines(ctx context.Context, st store.Store, ws *dsl.Workspace, now 
 		}
 	}
 	queued := 0
+	var paused map[string]bool
 	for _, p := range ws.Pipelines {
 		if p.Deadline <= 0 || !notify.Wanted(ws, p, dsl.EventDeadlineMissed) {
 			continue
 		}
-		n, err := checkDeadline(ctx, st, ws, p, now, log)
+		if paused == nil {
+			sps, err := st.ListPipelines(ctx)
+			if err != nil {
+				return 0, err
+			}
+			paused = map[string]bool{}
+			for _, sp := range sps {
+				paused[sp.Name] = sp.Paused
+			}
+		}
+		n, err := checkDeadline(ctx, st, ws, p, paused[p.Name], now, log)
 		queued += n
 		if err != nil {
 			return queued, fmt.Errorf("pipeline %s: deadlines: %w", p.Name, err)
@@ -116,22 +127,12 @@ func CheckDeadlines(ctx context.Context, st store.Store, ws *dsl.Workspace, now 
 	return queued, nil
 }
 
-func checkDeadline(ctx context.Context, st store.Store, ws *dsl.Workspace, p *dsl.Pipeline, now time.Time, log *slog.Logger) (int, error) {
+func checkDeadline(ctx context.Context, st store.Store, ws *dsl.Workspace, p *dsl.Pipeline, paused bool, now time.Time, log *slog.Logger) (int, error) {
 	since, ok, err := st.DeadlineChecked(ctx, p.Name)
 	if err != nil || !ok || !now.After(since) {
 		if err == nil && !ok {
 			err = st.SetDeadlineChecked(ctx, p.Name, now)
 		}
-		return 0, err
-	}
-	paused := false
-	if pl, err := st.ListPipelines(ctx); err == nil {
-		for _, x := range pl {
-			if x.Name == p.Name {
-				paused = x.Paused
-			}
-		}
-	} else {
 		return 0, err
 	}
 	tt, err := timetable.New(p.Schedule, p.Timezone)
