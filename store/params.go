@@ -308,4 +308,38 @@ type (
 		Pipeline string
 		Now      time.Time
 	}
+	// RenamePipelineParams move the history of pipeline From to the name
+	// To (see Store.RenamePipeline).
+	RenamePipelineParams struct {
+		From, To string
+		// LogsFrom and LogsTo rewrite the log paths recorded for From's
+		// runs (their task instances' templates and their attempts'
+		// paths): a path that begins with LogsFrom begins with LogsTo
+		// instead. The caller moves the files; "" rewrites nothing.
+		LogsFrom, LogsTo string
+		// Plans are the backfills' plans as the caller rewrote them for
+		// the new name (the store does not read plans): each replaces the
+		// plan of its backfill only if that plan is still Old, otherwise
+		// the rename is ErrConflict.
+		Plans []PlanRewrite
+		Now   time.Time
+	}
+	// PlanRewrite replaces the plan of backfill ID, Old, with New.
+	PlanRewrite struct {
+		ID       string
+		Old, New string
+	}
 )
+
+// RenameResult counts what RenamePipeline moved.
+type RenameResult struct {
+	Runs, TaskInstances, Attempts int
+	// Probes are the probe results moved (a measurement already recorded
+	// under the new name for the same task and date is kept instead).
+	Probes int
+	// Backfills are the backfills of the pipeline; Consumers those that
+	// paused it as a consumer; Plans the plans rewritten.
+	Backfills, Consumers, Plans int
+	Watermark                   bool // a watermark moved
+	LogPaths                    int  // log paths rewritten (task instances and attempts)
+}

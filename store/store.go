@@ -15,17 +15,18 @@
 //
 // One implementation of Store serves both databases: each operation's Go
 // (checks, transaction, guards, scanning, errors) is written once, in
-// meta.go, runs.go, tasks.go, claim.go and backfills.go, over a backend
-// (sqlite.go, postgres.go: the transactions, their locking and fencing)
-// and a dialect (dialect.go: a table of what the two databases spell
-// differently, and the few steps one of them does its own way, in
-// sqlite_steps.go and postgres_steps.go). The SQL is written once with
-// numbered placeholders wherever the two accept the same text. A query
-// table rather than generated code (sqlc, as river does): most statements
-// are the same in both databases, both run on database/sql with the same
-// scanning, and generating Go per dialect would bring back two copies.
+// meta.go, runs.go, tasks.go, claim.go, backfills.go, probes.go,
+// notifications.go and rename.go, over a backend (sqlite.go, postgres.go:
+// the transactions, their locking and fencing) and a dialect (dialect.go:
+// a table of what the two databases spell differently, and the few steps
+// one of them does its own way, in sqlite_steps.go and postgres_steps.go).
+// The SQL is written once with numbered placeholders wherever the two
+// accept the same text. A query table rather than generated code (sqlc,
+// as river does): most statements are the same in both databases, both
+// run on database/sql with the same scanning, and generating Go per
+// dialect would bring back two copies.
 //
-// The package is larger than the others (about 4,600 lines) because it is
+// The package is larger than the others (about 5,500 lines) because it is
 // the whole of one concern for two databases: each operation's guards are
 // the state machine's rules, and splitting them by backend is what the
 // shared implementation undid. No file is over 600 lines.
@@ -418,6 +419,23 @@ type Store interface {
 	GetPipeline(ctx context.Context, name string) (Pipeline, error)
 	// ListPipelines returns every pipeline, by name.
 	ListPipelines(ctx context.Context) ([]Pipeline, error)
+	// LatestTasks returns the task names of the pipeline's latest run (by
+	// logical date), bytewise; none when it has no run. It costs one
+	// index seek and that run's task instances, not the history.
+	LatestTasks(ctx context.Context, pipeline string) ([]string, error)
+	// RenamePipeline moves everything the state keeps under pipeline
+	// From's name to To, in one transaction (operator: rewind rename;
+	// bumps Epoch): its pipeline row (hash, pause flag, catchup cursor;
+	// it replaces To's row, if any), runs (with their task instances,
+	// attempts and outbox rows), watermark, probe results and backfills
+	// (their pipeline, the consumer lists of those that paused it, and the
+	// plans the caller rewrote), and rewrites the recorded log paths as
+	// p.LogsFrom/LogsTo say. Run ids and backfill ids do not change.
+	// ErrNotFound when From has no run; ErrConflict, changing nothing,
+	// when To has runs, when an attempt of From is running, when a
+	// running backfill is of From or To or paused one of them, or when a
+	// plan changed since the caller read it.
+	RenamePipeline(ctx context.Context, p RenamePipelineParams) (RenameResult, error)
 
 	// MaterializeRuns creates the runs that do not exist yet (scheduler,
 	// backfill apply) and returns how many it created.

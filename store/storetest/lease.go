@@ -361,6 +361,10 @@ func fencedWrites(ids fencedIDs) map[string]func(st store.Store) error {
 				States: []store.RunState{store.RunQueued}, Now: later})
 			return err
 		},
+		"RenamePipeline": func(st store.Store) error {
+			_, err := st.RenamePipeline(ctx, store.RenamePipelineParams{From: "p", To: "p2", Now: later})
+			return err
+		},
 		"AcquireLease": func(st store.Store) error {
 			_, _, err := st.AcquireLease(ctx, store.AcquireLeaseParams{Name: "other", Holder: "x", TTL: time.Hour, Now: later})
 			return err
