@@ -2,6 +2,7 @@ package backfill
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -110,6 +111,43 @@ type Plan struct {
 	// Rebuilt: the consumers whose window dates the backfill cleared for
 	// their rebuild (recorded by rebuild_downstream, before unpausing them).
 	Rebuilt []string `json:"rebuilt,omitempty"`
+}
+
+// RenamePlan is a recorded plan (JSON, as apply stores it) with pipeline
+// from named to wherever the plan names a pipeline: the one backfilled,
+// the consumers, the watermarks reset. renamed says whether it named from
+// at all; a plan that does not is returned as it was.
+func RenamePlan(raw, from, to string) (out string, renamed bool, err error) {
+	if raw == "" {
+		return raw, false, nil
+	}
+	var plan Plan
+	if err := json.Unmarshal([]byte(raw), &plan); err != nil {
+		return raw, false, fmt.Errorf("plan: %w", err)
+	}
+	swap := func(name *string) {
+		if *name == from {
+			*name, renamed = to, true
+		}
+	}
+	swap(&plan.Pipeline)
+	for i := range plan.Watermarks {
+		swap(&plan.Watermarks[i].Pipeline)
+	}
+	for i := range plan.Downstream {
+		swap(&plan.Downstream[i])
+	}
+	for i := range plan.Rebuilt {
+		swap(&plan.Rebuilt[i])
+	}
+	if !renamed {
+		return raw, false, nil
+	}
+	b, err := json.Marshal(plan)
+	if err != nil {
+		return raw, false, fmt.Errorf("plan: %w", err)
+	}
+	return string(b), true, nil
 }
 
 // MakePlan computes a backfill plan from the workspace and the state.
