@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -12,21 +13,61 @@ import (
 
 // materializeAll records the selected pipelines (one transaction) and gives
 // their due intervals runs, from each pipeline's catchup cursor on.
+//
+// A pipeline that looks renamed (FindRenamed) and is new to the state is
+// recorded paused: its catchup would run the old name's history again,
+// which `rewind rename` carries over instead; `rewind unpause` runs it
+// under the new name. The summary names every pipeline that looks renamed.
+// A backfill's execution, which an operator asked for, holds nothing back.
 func (e *engine) materializeAll(ctx context.Context, defs []*dsl.Pipeline) error {
 	now := e.o.Now
 	if now.IsZero() {
 		now = e.o.Clock()
 	}
+	renamed := map[string]*Renamed{}
+	if e.o.Backfill == nil {
+		names := make([]string, len(defs))
+		for i, def := range defs {
+			names[i] = def.Name
+		}
+		found, err := FindRenamed(ctx, e.base, e.o.Workspace, names)
+		if err != nil {
+			return err
+		}
+		for i := range found {
+			renamed[found[i].Pipeline] = &found[i]
+		}
+	}
 	cursors := make(map[string]time.Time, len(defs))
 	err := e.base.InTx(ctx, func(tx store.Store) error {
+		e.summary.Paused, e.summary.Renamed = nil, nil
 		for _, def := range defs {
+			r := renamed[def.Name]
+			held := false
+			if r != nil {
+				_, err := tx.GetPipeline(ctx, def.Name)
+				if held = errors.Is(err, store.ErrNotFound); !held && err != nil {
+					return err
+				}
+			}
 			sp, err := tx.UpsertPipeline(ctx, store.UpsertPipelineParams{Name: def.Name, Hash: def.Hash, Now: time.Now()})
 			if err != nil {
 				return err
 			}
+			if held {
+				if err := tx.SetPaused(ctx, store.SetPausedParams{Name: def.Name, Paused: true, Now: time.Now()}); err != nil {
+					return err
+				}
+				sp.Paused = true
+			}
 			cursors[def.Name] = sp.CatchupThrough
 			if sp.Paused {
 				e.summary.Paused = append(e.summary.Paused, def.Name)
+			}
+			if r != nil {
+				hint := *r
+				hint.Paused, hint.Held = sp.Paused, held
+				e.summary.Renamed = append(e.summary.Renamed, hint)
 			}
 		}
 		return nil

@@ -32,7 +32,10 @@ type Summary struct {
 	// Skipped are, per pipeline with catchup = false, the due intervals
 	// passed over when the execution gave the latest one a run, by
 	// pipeline name.
-	Skipped  []SkippedIntervals
+	Skipped []SkippedIntervals
+	// Renamed are the selected pipelines that look renamed (FindRenamed),
+	// paused or not, in workspace order.
+	Renamed  []Renamed
 	Progress Progress
 	// Waiting are the runs left waiting for upstream data when the
 	// execution ended (a producer's run failed, or has not run), oldest
