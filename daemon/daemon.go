@@ -189,33 +189,33 @@ const maxCountDue = 1_000_000
 
 // pauseNew pauses each pipeline of ws that the state has never seen and
 // whose catchup would create more than PauseNewOver runs, as Airflow
-// creates new DAGs paused: a pipeline renamed in a running scheduler, or
-// added with an old start_date, does not run its whole history unasked.
+// creates new DAGs paused: a pipeline added with an old start_date does
+// not run its whole history unasked. One that looks renamed from a
+// pipeline the state knows (scheduler.FindRenamed) is paused whatever its
+// count, and the WARN names the old name and the command that carries its
+// history over.
 func (s *server) pauseNew(ws *dsl.Workspace) {
-	if s.o.PauseNewOver <= 0 {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	now := s.o.Clock()
+	renamed := map[string]scheduler.Renamed{}
+	found, err := scheduler.FindRenamed(ctx, s.o.Store, ws, nil)
+	if err != nil {
+		s.log.Error("cannot tell renamed pipelines", "error", s.redactErr(ws, err))
+	}
+	for _, r := range found {
+		renamed[r.Pipeline] = r
+	}
 	for _, p := range ws.Pipelines {
-		if !p.Catchup || p.Schedule == "" {
+		r, isRenamed := renamed[p.Name]
+		if !isRenamed && (s.o.PauseNewOver <= 0 || !p.Catchup || p.Schedule == "") {
 			continue
 		}
 		if _, err := s.o.Store.GetPipeline(ctx, p.Name); !errors.Is(err, store.ErrNotFound) {
 			continue
 		}
-		tt, err := timetable.New(p.Schedule, p.Timezone)
-		if err != nil {
-			continue
-		}
-		n := 0
-		for range tt.Intervals(timetable.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}) {
-			if n++; n == maxCountDue {
-				break
-			}
-		}
-		if n <= s.o.PauseNewOver {
+		n := dueRuns(p, now)
+		if !isRenamed && n <= s.o.PauseNewOver {
 			continue
 		}
 		err = s.o.Store.InTx(ctx, func(tx store.Store) error {
@@ -232,9 +232,36 @@ func (s *server) pauseNew(ws *dsl.Workspace) {
 		if n == maxCountDue {
 			count = "at least " + count
 		}
+		if isRenamed {
+			s.log.Warn("new pipeline paused: renamed from "+r.From+"?", "pipeline", p.Name, "due_runs", count,
+				"rename", r.RenameCommand(), "unpause", "rewind unpause "+p.Name)
+			continue
+		}
 		s.log.Warn("new pipeline paused: its catchup would create many runs", "pipeline", p.Name, "due_runs", count,
 			"over", s.o.PauseNewOver, "unpause", "rewind unpause "+p.Name)
 	}
+}
+
+// dueRuns counts the runs p's catchup would create now (at most
+// maxCountDue); 0 for a pipeline without a schedule.
+func dueRuns(p *dsl.Pipeline, now time.Time) int {
+	if p.Schedule == "" {
+		return 0
+	}
+	tt, err := timetable.New(p.Schedule, p.Timezone)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for range tt.Intervals(timetable.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}) {
+		if n++; n == maxCountDue {
+			break
+		}
+	}
+	if !p.Catchup {
+		n = min(n, 1)
+	}
+	return n
 }
 
 func (s *server) redactErr(ws *dsl.Workspace, err error) string {
