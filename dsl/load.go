@@ -262,6 +262,12 @@ func validName(name string) bool {
 	return true
 }
 
+// ValidName reports whether name is one a pipeline, task or pool may have
+// (letters, digits, underscores and dashes, starting with a letter or an
+// underscore; at most MaxNameLength bytes): a plain word, usable as a
+// file name.
+func ValidName(name string) bool { return len(name) <= MaxNameLength && validName(name) }
+
 // MaxNameLength bounds pipeline, task and pool names (for_each instances
 // included): they name directories and files of the state's logs and run
 // directories, and a file name holds at most 255 bytes.
