@@ -193,6 +193,15 @@ func (f *runFlags) report(ctx context.Context, g *globals, st store.Store, sum *
 		most = -1 // a script reads them all
 	}
 	failed := failedRuns(st, sum, most)
+	if sum != nil {
+		// Also with --quiet or --json: an operator has to decide (and cron
+		// mails stderr).
+		for _, r := range sum.Renamed {
+			if r.Paused {
+				fmt.Fprintln(g.stderr, "warning: "+renamedHint(r))
+			}
+		}
+	}
 	switch {
 	case sum != nil && f.asJSON:
 		if jerr := printJSON(g, web.RunReport(sum, failed)); jerr != nil && err == nil {
