@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -202,5 +203,84 @@ func TestRunHoldsBackARenamedPipeline(t *testing.T) {
 	}
 	if got := counts(w.lines("events.log")); len(got) != 12 || got["daily_revenue load 2025-07-03"] != 1 || got["daily_sales load 2025-07-03"] != 1 {
 		t.Errorf("events %v: want each date once under each name", got)
+	}
+}
+
+// kill -9 of rewind rename in the middle of its transaction, on
+// PostgreSQL: a trigger makes the update of the watermark (after the runs
+// have moved) wait for an advisory lock the test holds, the test kills the
+// process there, then lets the server go on. The server rolls the
+// transaction back: every run is still under the old name, the files were
+// not touched, and the rename run again goes through.
+func TestRenameKilledInItsTransaction(t *testing.T) {
+	w := backends[1].workspace(t, map[string]string{"main.hcl": salesPipeline})
+	if code, _, errs := w.rewind("run", "--catchup", "--quiet", "--now", "2025-07-04T00:00:00Z"); code != 0 {
+		t.Fatalf("catchup: exit %d: %s", code, errs)
+	}
+	w.renameInFile()
+	db, err := sql.Open("pgx", w.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	for _, q := range []string{
+		"CREATE FUNCTION hold() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NEW; END $$",
+		"CREATE TRIGGER hold BEFORE UPDATE ON watermarks FOR EACH ROW EXECUTE FUNCTION hold()",
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	holder, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if _, err := holder.ExecContext(ctx, "SELECT pg_advisory_lock(4242)"); err != nil {
+		t.Fatal(err)
+	}
+	p := w.start("rename", "daily_sales", "daily_revenue")
+	waitFor(t, "the rename to wait in its transaction", func() bool {
+		var n int
+		return db.QueryRow("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").Scan(&n) == nil && n == 1
+	})
+	var moved int
+	if err := db.QueryRow("SELECT count(*) FROM runs WHERE pipeline = 'daily_revenue'").Scan(&moved); err != nil || moved != 0 {
+		t.Fatalf("runs under the new name seen before the commit: %d, %v", moved, err)
+	}
+	p.kill9()
+	if _, err := holder.ExecContext(ctx, "SELECT pg_advisory_unlock(4242)"); err != nil {
+		t.Fatal(err)
+	}
+	// The killed transaction has ended once nothing holds the runs for
+	// writing (the host agent that run started reads the state on).
+	waitFor(t, "the killed rename's transaction to end", func() bool {
+		var n int
+		return db.QueryRow(`SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+			WHERE c.relname = 'runs' AND l.mode = 'RowExclusiveLock'`).Scan(&n) == nil && n == 0
+	})
+	runs := w.runsJSON()
+	if len(runs) != 3 {
+		t.Fatalf("%d runs after the kill, want 3", len(runs))
+	}
+	for _, r := range runs {
+		if r.Pipeline != "daily_sales" {
+			t.Errorf("run %s is under %s after the kill: the transaction was not rolled back", r.DS, r.Pipeline)
+		}
+	}
+	if !w.exists(".rewind/logs/daily_sales") || w.exists(".rewind/logs/daily_revenue") {
+		t.Error("the killed rename moved files")
+	}
+	if _, err := db.Exec("DROP TRIGGER hold ON watermarks"); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := w.rewind("rename", "daily_sales", "daily_revenue"); code != 0 || !strings.HasPrefix(out, "renamed daily_sales to daily_revenue: 3 runs") {
+		t.Fatalf("rename after the kill: exit %d\n%s%s", code, out, errs)
+	}
+	for _, r := range w.runsJSON() {
+		if r.Pipeline != "daily_revenue" {
+			t.Errorf("run %s is under %s after the rename", r.DS, r.Pipeline)
+		}
 	}
 }
