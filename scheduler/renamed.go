@@ -34,8 +34,8 @@ func (r Renamed) RenameCommand() string { return "rewind rename " + r.From + " "
 // FindRenamed returns the pipelines of ws (those named in names, or all)
 // that look renamed, each with the vanished pipeline it matches best. It
 // reads the state's pipelines and, only when some of them are no longer
-// in ws, the tasks of their latest runs and whether the candidates have
-// runs: one index seek each.
+// in ws, the tasks of their latest runs and whether the candidates without
+// a catchup cursor have runs: one index seek each.
 func FindRenamed(ctx context.Context, st store.Store, ws *dsl.Workspace, names []string) ([]Renamed, error) {
 	known, err := st.ListPipelines(ctx)
 	if err != nil {
@@ -61,17 +61,22 @@ func FindRenamed(ctx context.Context, st store.Store, ws *dsl.Workspace, names [
 	if len(vanished) == 0 {
 		return nil, nil
 	}
-	inState := map[string]bool{}
+	inState := map[string]store.Pipeline{}
 	for _, p := range known {
-		inState[p.Name] = true
+		inState[p.Name] = p
 	}
 	var out []Renamed
 	for _, def := range ws.Pipelines {
 		if len(names) > 0 && !slices.Contains(names, def.Name) {
 			continue
 		}
-		if inState[def.Name] {
-			// Known to the state: a candidate only while it has no run.
+		if sp, ok := inState[def.Name]; ok {
+			// Known to the state: a candidate only while it has no run. A
+			// catchup cursor is only ever set with runs it created, and
+			// runs are never deleted: most pipelines cost no query.
+			if !sp.CatchupThrough.IsZero() {
+				continue
+			}
 			tasks, err := st.LatestTasks(ctx, def.Name)
 			if err != nil {
 				return nil, err
