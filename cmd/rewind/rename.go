@@ -40,10 +40,12 @@ and say 'renamed from OLD?' with this command.
 It refuses, changing nothing, when NEW has runs in the state already, when
 OLD has none, when a backfill of either is running, when NEW's directories
 hold files, and (exit 3) while another rewind holds the state's lease
-(--wait waits for it) or attempts of OLD are still running. A rename stopped after its transaction
-(killed, the disk full) leaves the files under OLD: run it again, it moves
-them. With the state on PostgreSQL, run it on each machine that has logs
-of OLD: the first renames the state, the others move their files.
+(--wait waits for it) or attempts of OLD are still running.
+
+A rename stopped after its transaction (killed, the disk full) leaves
+files under OLD: run it again, it moves them. With the state on
+PostgreSQL and logs on several machines under the same path, run it on
+each of them: the first renames the state, the others move their files.
 
 Exit codes: 0 renamed, 2 refused (or an unknown pipeline), 3 another rewind
 holds the state, 4 the state or the files could not be read or written.`,
