@@ -342,4 +342,7 @@ type RenameResult struct {
 	Backfills, Consumers, Plans int
 	Watermark                   bool // a watermark moved
 	LogPaths                    int  // log paths rewritten (task instances and attempts)
+	// Notifications are the notifications of the pipeline (queued or
+	// sent), now listed under the new name.
+	Notifications int
 }

@@ -101,6 +101,22 @@ func (s *sqlStore) RenamePipeline(ctx context.Context, p RenamePipelineParams) (
 		if _, err := c.exec(ctx, "DELETE FROM probe_results WHERE pipeline = $1", p.From); err != nil {
 			return fail(err)
 		}
+		// Notifications keep their key and payload (the event as it
+		// happened); the deadline checks go on from the later of the two
+		// names' instants, so that no deadline is looked for twice.
+		if res.Notifications, err = affected(c.exec(ctx, "UPDATE notifications SET pipeline = $2 WHERE pipeline = $1", p.From, p.To)); err != nil {
+			return fail(err)
+		}
+		if _, err := c.exec(ctx, `
+			INSERT INTO deadline_checks (pipeline, checked_until)
+			SELECT $2, checked_until FROM deadline_checks WHERE pipeline = $1
+			ON CONFLICT (pipeline) DO UPDATE SET checked_until = excluded.checked_until
+			WHERE deadline_checks.checked_until < excluded.checked_until`, p.From, p.To); err != nil {
+			return fail(err)
+		}
+		if _, err := c.exec(ctx, "DELETE FROM deadline_checks WHERE pipeline = $1", p.From); err != nil {
+			return fail(err)
+		}
 		if err := bumpEpoch(ctx, c); err != nil {
 			return fail(err)
 		}

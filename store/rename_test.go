@@ -14,10 +14,11 @@ import (
 )
 
 // renameTables are the tables a rename writes, in no particular order.
-var renameTables = []string{"backfills", "task_instances", "attempts", "pipelines", "runs", "watermarks", "probe_results", "epoch"}
+var renameTables = []string{"backfills", "task_instances", "attempts", "pipelines", "runs", "watermarks", "probe_results",
+	"notifications", "deadline_checks", "epoch"}
 
-// A rename that fails at any of its statements (a trigger makes the
-// database refuse each table's update in turn: the state failing after N
+// A rename that fails at any of its statements (triggers make the
+// database refuse each table's writes in turn: the state failing after N
 // statements) leaves everything under the old name, row for row; once
 // nothing refuses, everything is under the new name, row for row. On both
 // backends.
@@ -25,13 +26,21 @@ func TestRenamePipelineAllOrNothing(t *testing.T) {
 	for _, b := range []struct {
 		name, driver string
 		dsn          func(t *testing.T) (state, raw string)
-		trigger      func(table string) []string
+		// trigger makes the database refuse every write to table; drop
+		// takes that back.
+		trigger, drop func(table string) []string
 	}{
 		{"sqlite", "sqlite3", func(t *testing.T) (string, string) {
 			path := filepath.Join(t.TempDir(), "state.db")
 			return "sqlite:" + path, path
 		}, func(table string) []string {
-			return []string{"CREATE TRIGGER fault BEFORE UPDATE ON " + table + " BEGIN SELECT RAISE(ABORT, 'injected fault'); END"}
+			var qs []string
+			for _, ev := range []string{"INSERT", "UPDATE", "DELETE"} {
+				qs = append(qs, "CREATE TRIGGER fault_"+ev+" BEFORE "+ev+" ON "+table+" BEGIN SELECT RAISE(ABORT, 'injected fault'); END")
+			}
+			return qs
+		}, func(table string) []string {
+			return []string{"DROP TRIGGER fault_INSERT", "DROP TRIGGER fault_UPDATE", "DROP TRIGGER fault_DELETE"}
 		}},
 		{"postgres", "pgx", func(t *testing.T) (string, string) {
 			dsn := pgtest.DSN(t)
@@ -39,8 +48,10 @@ func TestRenamePipelineAllOrNothing(t *testing.T) {
 		}, func(table string) []string {
 			return []string{
 				"CREATE OR REPLACE FUNCTION fault() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected fault'; END $$",
-				"CREATE TRIGGER fault BEFORE UPDATE ON " + table + " FOR EACH ROW EXECUTE FUNCTION fault()",
+				"CREATE TRIGGER fault BEFORE INSERT OR UPDATE OR DELETE ON " + table + " FOR EACH ROW EXECUTE FUNCTION fault()",
 			}
+		}, func(table string) []string {
+			return []string{"DROP TRIGGER fault ON " + table}
 		}},
 	} {
 		t.Run(b.name, func(t *testing.T) {
@@ -67,8 +78,10 @@ func TestRenamePipelineAllOrNothing(t *testing.T) {
 				if after := dumpState(t, raw); after != before {
 					t.Fatalf("a rename that failed at %s changed the state:\n%s\nwas\n%s", table, after, before)
 				}
-				if _, err := raw.Exec("DROP TRIGGER fault" + map[bool]string{true: " ON " + table}[b.name == "postgres"]); err != nil {
-					t.Fatal(err)
+				for _, q := range b.drop(table) {
+					if _, err := raw.Exec(q); err != nil {
+						t.Fatalf("%s: %v", q, err)
+					}
 				}
 			}
 			if _, err := st.RenamePipeline(ctx, p); err != nil {
@@ -87,8 +100,8 @@ func TestRenamePipelineAllOrNothing(t *testing.T) {
 
 // renameHistory gives pipeline name a history in every table a rename
 // writes: runs with task instances and attempts (one with an outbox row),
-// a watermark, probe results, a pause flag, a backfill and a backfill of
-// another pipeline that paused it.
+// a watermark, probe results, a pause flag, a notification, a deadline
+// check, a backfill and a backfill of another pipeline that paused it.
 func renameHistory(t *testing.T, st store.Store, name string) {
 	t.Helper()
 	ctx := context.Background()
@@ -130,6 +143,10 @@ func renameHistory(t *testing.T, st store.Store, name string) {
 	must(st.SetPaused(ctx, store.SetPausedParams{Name: name, Paused: true, Now: now}))
 	must(st.CreateBackfill(ctx, store.Backfill{ID: "bf-1", Pipeline: name, From: specs[0].LogicalDate, To: specs[1].LogicalDate,
 		Reprocess: "none", State: store.BackfillSuccess, Plan: `{"pipeline":"` + name + `"}`, CreatedAt: now}))
+	_, err = st.EnqueueNotifications(ctx, []store.Notification{{Key: "k1", Event: "run_failed", Notify: "oncall", Channel: "webhook",
+		Pipeline: name, Payload: []byte(`{}`), CreatedAt: now}})
+	must(err)
+	must(st.SetDeadlineChecked(ctx, name, now))
 	must(st.CreateBackfill(ctx, store.Backfill{ID: "bf-2", Pipeline: "upstream", From: specs[0].LogicalDate, To: specs[1].LogicalDate,
 		Reprocess: "none", State: store.BackfillCancelled, Paused: []string{name}, CreatedAt: now}))
 }

@@ -427,10 +427,11 @@ type Store interface {
 	// From's name to To, in one transaction (operator: rewind rename;
 	// bumps Epoch): its pipeline row (hash, pause flag, catchup cursor;
 	// it replaces To's row, if any), runs (with their task instances,
-	// attempts and outbox rows), watermark, probe results and backfills
-	// (their pipeline, the consumer lists of those that paused it, and the
-	// plans the caller rewrote), and rewrites the recorded log paths as
-	// p.LogsFrom/LogsTo say. Run ids and backfill ids do not change.
+	// attempts and outbox rows), watermark, probe results, notifications,
+	// deadline checks and backfills (their pipeline, the consumer lists of
+	// those that paused it, and the plans the caller rewrote), and
+	// rewrites the recorded log paths as p.LogsFrom/LogsTo say. Run ids,
+	// backfill ids and notification keys do not change.
 	// ErrNotFound when From has no run; ErrConflict, changing nothing,
 	// when To has runs, when an attempt of From is running, when a
 	// running backfill is of From or To or paused one of them, or when a

@@ -26,8 +26,8 @@ func newRenameCmd(g *globals) *cobra.Command {
 		Short: "Carry the history of a pipeline renamed in its file over to its new name",
 		Long: `Rename moves everything the state keeps under pipeline OLD to NEW, in one
 transaction: its runs with their task instances and attempts, its
-watermark, probe results, pause flag and backfills (their ids do not
-change), and the log paths of its attempts; then it moves OLD's log and
+watermark, probe results, pause flag, notifications, deadline checks and
+backfills (their ids do not change), and the log paths of its attempts; then it moves OLD's log and
 run directories (.rewind/logs/OLD, .rewind/runs/OLD) to NEW's. The next
 'rewind run' of NEW runs none of the finished work again.
 

@@ -13,9 +13,9 @@ import (
 // renameFixture is a pipeline "old" with a history in every table keyed by
 // a pipeline's name, beside a pipeline "other" that must not move: runs
 // (one whose tasks succeeded, with its outbox row, a failed one, a queued
-// one with a routed task instance), its watermark,
-// probe results, pause flag and catchup cursor, a backfill of it and a
-// backfill of "other" that paused it as a consumer.
+// one with a routed task instance), its watermark, probe results, pause
+// flag and catchup cursor, a notification and its deadline check, a
+// backfill of it and a backfill of "other" that paused it as a consumer.
 func renameFixture(t *testing.T, st store.Store) {
 	t.Helper()
 	upsert(t, st, "old", "h-old")
@@ -63,6 +63,15 @@ func renameFixture(t *testing.T, st store.Store) {
 		}
 	}
 	materialize(t, st, "other", store.KindScheduled, daily(time.UTC, date(2025, 7, 1), 1), "extract")
+	if _, err := st.EnqueueNotifications(ctx, []store.Notification{
+		{Key: "run_failed:old:1", Event: "run_failed", Notify: "oncall", Channel: "webhook", Pipeline: "old", Payload: []byte(`{"pipeline":"old"}`)},
+		{Key: "run_failed:other:1", Event: "run_failed", Notify: "oncall", Channel: "webhook", Pipeline: "other", Payload: []byte(`{}`)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetDeadlineChecked(ctx, "old", now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func task0(t *testing.T, r store.Run, name string) int64 {
@@ -88,6 +97,9 @@ func testRenamePipeline(t *testing.T, st store.Store) {
 	if err := st.RecordProbes(ctx, []store.ProbeResult{{Pipeline: "new", LogicalDate: date(2025, 7, 2), Value: 2, Median: 1, Pool: "default", MeasuredAt: now.Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
+	if err := st.SetDeadlineChecked(ctx, "new", now); err != nil {
+		t.Fatal(err)
+	}
 	e0 := epoch(t, st)
 
 	res, err := st.RenamePipeline(ctx, store.RenamePipelineParams{From: "old", To: "new",
@@ -96,7 +108,7 @@ func testRenamePipeline(t *testing.T, st store.Store) {
 	if err != nil {
 		t.Fatalf("RenamePipeline: %v", err)
 	}
-	want := store.RenameResult{Runs: 3, TaskInstances: 6, Attempts: 3, Probes: 1, Backfills: 1, Consumers: 1, Plans: 1, Watermark: true, LogPaths: 7}
+	want := store.RenameResult{Runs: 3, TaskInstances: 6, Attempts: 3, Probes: 1, Backfills: 1, Consumers: 1, Plans: 1, Watermark: true, LogPaths: 7, Notifications: 1}
 	if res != want {
 		t.Errorf("RenamePipeline = %+v, want %+v", res, want)
 	}
@@ -148,6 +160,19 @@ func testRenamePipeline(t *testing.T, st store.Store) {
 	}
 	if b, err := st.GetBackfill(ctx, "other_1"); err != nil || b.Pipeline != "other" || !slices.Equal(b.Paused, []string{"x", "new"}) {
 		t.Errorf("backfill other_1 = %+v, %v; want its consumers x, new", b, err)
+	}
+	if ns, err := st.ListNotifications(ctx, store.ListNotificationsParams{Pipeline: "new"}); err != nil || len(ns) != 1 ||
+		ns[0].Key != "run_failed:old:1" || string(ns[0].Payload) != `{"pipeline":"old"}` {
+		t.Errorf("notifications of new = %+v, %v; want old's, its key and payload as they were", ns, err)
+	}
+	if ns, _ := st.ListNotifications(ctx, store.ListNotificationsParams{Pipeline: "other"}); len(ns) != 1 {
+		t.Errorf("notifications of other = %+v", ns)
+	}
+	if until, ok, err := st.DeadlineChecked(ctx, "new"); err != nil || !ok || !until.Equal(now.Add(time.Hour)) {
+		t.Errorf("deadline checked of new = %v, %v, %v; want old's, the later one", until, ok, err)
+	}
+	if _, ok, err := st.DeadlineChecked(ctx, "old"); err != nil || ok {
+		t.Errorf("deadline checked of old after the rename: %v, %v", ok, err)
 	}
 	out, err := st.ListOutbox(ctx, []string{"new"})
 	if err != nil || len(out) != 1 || out[0].RunID != before[0].ID {
