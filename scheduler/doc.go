@@ -7,6 +7,10 @@
 // they ended, recovers attempts left running by a rewind that stopped,
 // and commits outputs through the store's outbox. It holds the state's
 // execution lease throughout, so two rewinds never run the same attempt.
+// A pipeline that looks renamed in the files (renamed.go: no run, and the
+// tasks of a pipeline the files no longer declare) is recorded paused the
+// first time an execution sees it, rather than run the old name's history
+// again; package rename carries that history over.
 //
 // It never parses HCL (package dsl hands it definitions), never plans or
 // cuts over a backfill (package backfill drives it for that), and keeps
