@@ -339,6 +339,16 @@ func taskDurationsSQL(d *dialect) string {
 	) AS durations WHERE n <= $3 ORDER BY task` + d.collate + `, n`
 }
 
+// TaskDurationsRuns is how many of a pipeline's latest runs TaskDurations
+// looks at for a limit of limit durations per task: twice as many, so that
+// failed runs and retries leave enough successes.
+func TaskDurationsRuns(limit int) int {
+	if limit <= 0 {
+		limit = 1000
+	}
+	return 2 * limit
+}
+
 // TaskDurations returns, per task, how long its latest successful attempts
 // ran, newest first.
 func (s *sqlStore) TaskDurations(ctx context.Context, p TaskDurationsParams) (map[string][]time.Duration, error) {
