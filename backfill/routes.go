@@ -53,7 +53,7 @@ func PlanRoutes(ctx context.Context, st store.Store, ws *dsl.Workspace, plan *Pl
 		probe = skew.Measure(ctx, def, def.Skew, nil) // memoized: no probe runs again
 	}
 	for i := range plan.Dates {
-		plan.Dates[i].Pool, plan.Dates[i].Reason = routes[i].Pool, ws.Redact(routes[i].Reason)
+		plan.Dates[i].Pool, plan.Dates[i].Reason, plan.Dates[i].Detector = routes[i].Pool, ws.Redact(routes[i].Reason), routes[i].Detector
 		r, ok := byDate[ivs[i].Start.Unix()]
 		if !ok {
 			continue
@@ -79,8 +79,8 @@ func PlanRoutes(ctx context.Context, st store.Store, ws *dsl.Workspace, plan *Pl
 				pr = probe
 			}
 			rt := skew.Task(ws, def, t, rv, pr, skew.History{Attempts: ti.Attempts, Median: skew.MedianDuration(medians[t.Name])})
-			if strings.HasPrefix(rt.Reason, "oom escalation") || strings.HasPrefix(rt.Reason, "history:") {
-				plan.Dates[i].Pool, plan.Dates[i].Reason = rt.Pool, ws.Redact("task "+t.Name+": "+rt.Reason)
+			if rt.Detector == skew.DetectorOOM || rt.Detector == skew.DetectorHistory {
+				plan.Dates[i].Pool, plan.Dates[i].Reason, plan.Dates[i].Detector = rt.Pool, ws.Redact("task "+t.Name+": "+rt.Reason), rt.Detector
 				break
 			}
 		}

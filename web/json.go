@@ -64,6 +64,10 @@ type (
 		DataIntervalEnd   string `json:"data_interval_end"`
 		Pool              string `json:"pool"`
 		Reason            string `json:"reason"`
+		// Detector names the detector that found the date hot
+		// (hot_dates, hot_when, probe, history, oom_escalation); "" when
+		// none did.
+		Detector string `json:"detector"`
 		// Probe is what the skew probe found for the date; only for a
 		// pipeline whose skew block has a probe.
 		Probe *DateProbeJSON `json:"probe,omitempty"`
@@ -250,7 +254,7 @@ func datesJSON(p *dsl.Pipeline, ivs []timetable.Interval, routes []skew.Route, p
 		out[i] = DateJSON{
 			LogicalDate: iv.Start.Format(time.RFC3339), DS: iv.DS(),
 			DataIntervalStart: iv.Start.Format(time.RFC3339), DataIntervalEnd: iv.End.Format(time.RFC3339),
-			Pool: routes[i].Pool, Reason: routes[i].Reason,
+			Pool: routes[i].Pool, Reason: routes[i].Reason, Detector: routes[i].Detector,
 		}
 		if !p.Skew.HasProbe() {
 			continue

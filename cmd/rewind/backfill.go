@@ -210,9 +210,9 @@ func printPlan(w io.Writer, p *backfill.Plan) {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DS\tSTATE\tACTION\tPOOL\tREASON")
+	fmt.Fprintln(tw, "DS\tSTATE\tACTION\tPOOL\tHOT BY\tREASON")
 	for _, d := range p.Dates {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.DS, d.State, d.Action, d.Pool, d.Reason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.DS, d.State, d.Action, d.Pool, d.Detector, d.Reason)
 	}
 	tw.Flush()
 	for _, r := range p.Requires {
