@@ -93,6 +93,36 @@ func Task(ws *dsl.Workspace, p *dsl.Pipeline, t *dsl.Task, rv dsl.RunVars, probe
 	return Route{Pool: base}
 }
 
+// RunRoute is the route that the history of run r's tasks gives its date
+// (rv: its run.*), as the engine routes their next attempts: the first task
+// of def whose attempts send it to another pool, by an OOM escalation or
+// by the history detector, with "task NAME: " before the reason; ok is
+// false when no task's history does. medians are the durations of each
+// task's recent successful attempts (store.TaskDurations); probe (nil:
+// none) is the measurements of the pipeline's skew block.
+func RunRoute(ws *dsl.Workspace, def *dsl.Pipeline, r store.Run, rv dsl.RunVars, probe *Probes, medians map[string][]time.Duration) (Route, bool) {
+	tis := map[string]store.TaskInstance{}
+	for _, ti := range r.Tasks {
+		tis[ti.Task] = ti
+	}
+	for _, t := range def.Tasks {
+		ti, ok := tis[t.Name]
+		if !ok || len(ti.Attempts) == 0 {
+			continue
+		}
+		var pr *Probes
+		if t.EffectiveSkew(def) == def.Skew {
+			pr = probe
+		}
+		rt := Task(ws, def, t, rv, pr, History{Attempts: ti.Attempts, Median: MedianDuration(medians[t.Name])})
+		if rt.Detector == DetectorOOM || rt.Detector == DetectorHistory {
+			rt.Reason = "task " + t.Name + ": " + rt.Reason
+			return rt, true
+		}
+	}
+	return Route{}, false
+}
+
 // HistoryOn reports whether the history detector routes task t under skew
 // block sk: the task's skew_history when set, else the block's history.
 func HistoryOn(sk *dsl.Skew, t *dsl.Task) bool {

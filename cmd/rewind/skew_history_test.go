@@ -33,6 +33,32 @@ func (w *workspace) plan(args ...string) planJSON {
 	return p
 }
 
+// recordedHot are the dates `dates --recorded --json` routes to another
+// pool than default, by logical date, with the detector and reason.
+func (w *workspace) recordedHot(args ...string) map[string]string {
+	w.t.Helper()
+	code, out, errs := w.rewind(append([]string{"dates", "--recorded", "--json"}, args...)...)
+	if code != 0 {
+		w.t.Fatalf("dates --recorded: exit %d: %s", code, errs)
+	}
+	var dates []struct {
+		LogicalDate string `json:"logical_date"`
+		Pool        string `json:"pool"`
+		Detector    string `json:"detector"`
+		Reason      string `json:"reason"`
+	}
+	if err := json.Unmarshal([]byte(out), &dates); err != nil {
+		w.t.Fatalf("dates --json: %v\n%s", err, out)
+	}
+	hot := map[string]string{}
+	for _, d := range dates {
+		if d.Pool != "default" {
+			hot[d.LogicalDate] = d.Pool + " " + d.Detector + " " + d.Reason
+		}
+	}
+	return hot
+}
+
 // hotHours are the dates of a plan routed to the pool large, by logical
 // date, with the detector and reason of each.
 func (p planJSON) hotHours() map[string]string {
@@ -123,6 +149,9 @@ func TestHistoryFloorKeepsMillisecondTriesHome(t *testing.T) {
 			t.Errorf("without a floor, %s: %q", ld, why)
 		}
 	}
+	if got := w.recordedHot("hourly", "--now", now); len(got) != 10 {
+		t.Errorf("without a floor, dates --recorded routes %d hours to large, want the plan's 10: %v", len(got), got)
+	}
 
 	// With the default floor (a minute), no hour is hot by history.
 	if err := os.WriteFile(filepath.Join(w.dir, "main.hcl"), []byte(hourlySkew("", "true")), 0o644); err != nil {
@@ -130,6 +159,9 @@ func TestHistoryFloorKeepsMillisecondTriesHome(t *testing.T) {
 	}
 	if hot := w.plan(window...).hotHours(); len(hot) != 0 {
 		t.Errorf("with the default floor, hours routed to large: %v", hot)
+	}
+	if hot := w.recordedHot("hourly", "--now", now); len(hot) != 0 {
+		t.Errorf("with the default floor, dates --recorded routes hours to large: %v", hot)
 	}
 	if code, _, errs := w.rewind(append([]string{"backfill", "apply", "--quiet"}, window...)...); code != 0 {
 		t.Fatalf("backfill apply: exit %d: %s", code, errs)
@@ -166,6 +198,9 @@ func TestHistoryRoutesLongTryAboveFloor(t *testing.T) {
 	why, ok := hot["2025-11-01T03:00:00Z"]
 	if len(hot) != 1 || !ok || !strings.HasPrefix(why, "large history task t: history: try 1 ran ") || !strings.HasSuffix(why, "(history_min_duration 1s)") {
 		t.Fatalf("hot hours %v, want 03:00 alone, by history", hot)
+	}
+	if got := w.recordedHot("hourly", "--now", now); len(got) != 1 || got["2025-11-01T03:00:00Z"] != why {
+		t.Errorf("dates --recorded: hot hours %v, want the plan's %q", got, why)
 	}
 	if code, _, errs := w.rewind(append([]string{"backfill", "apply", "--quiet"}, window...)...); code != 0 {
 		t.Fatalf("backfill apply: exit %d: %s", code, errs)
