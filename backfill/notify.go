@@ -18,7 +18,8 @@ import (
 	"github.com/rewind-dev/rewind/store"
 )
 
-// notifyAll sends a backfill's report to every notify block: its command
+// notifyAll sends a backfill's report to every notify block that gets
+// backfill_report (every block that sets no on): its command
 // gets the report on stdin and its path in $REWIND_REPORT; its webhook gets
 // a JSON POST. Every block is tried; the errors are joined.
 func notifyAll(ctx context.Context, ws *dsl.Workspace, b store.Backfill, failed bool, path, report string) error {
@@ -28,6 +29,9 @@ func notifyAll(ctx context.Context, ws *dsl.Workspace, b store.Backfill, failed 
 	}
 	var errs []error
 	for _, n := range ws.Notifies {
+		if !n.Wants(dsl.EventBackfillReport) {
+			continue
+		}
 		cmd, err := n.Command()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("notify %s: %w", n.Name, err))

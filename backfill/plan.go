@@ -151,6 +151,9 @@ func MakePlan(ctx context.Context, st store.Store, pp PlanParams) (*Plan, error)
 	for iv := range tt.Intervals(timetable.Window{StartDate: def.StartDate, EndDate: def.EndDate, From: pp.Start, To: pp.End, Now: now}) {
 		ivs = append(ivs, iv)
 	}
+	if len(ivs) == 0 {
+		return nil, emptyWindow(tt, def, pp.Start, pp.End, now)
+	}
 	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{def.Name}, From: pp.Start, To: pp.End})
 	if err != nil {
 		return nil, err
@@ -161,6 +164,9 @@ func MakePlan(ctx context.Context, st store.Store, pp PlanParams) (*Plan, error)
 	}
 	tasks, err := selectTasks(def, pp.Tasks, pp.TaskDownstream)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkDependsOnPast(def, tasks, pp, ivs, existing); err != nil {
 		return nil, err
 	}
 	paused := false
@@ -253,6 +259,64 @@ func MakePlan(ctx context.Context, st store.Store, pp PlanParams) (*Plan, error)
 	}
 	redactPlan(pp.Workspace, plan)
 	return plan, nil
+}
+
+// emptyWindow says why a window holds no interval to backfill: no
+// schedule slot in it, or not due yet (wholly after now).
+func emptyWindow(tt *timetable.Timetable, def *dsl.Pipeline, start, end, now time.Time) error {
+	if start.After(now) {
+		return fmt.Errorf("the window %s..%s is in the future (now is %s): nothing of it is due; nothing was changed",
+			stampOf(def, start), stampOf(def, end), stampOf(def, now))
+	}
+	for range tt.Intervals(timetable.Window{StartDate: def.StartDate, EndDate: def.EndDate, From: start, To: end}) {
+		// A slot, not due yet: its interval has not ended.
+		return fmt.Errorf("no interval of %s between %s and %s has ended yet (now is %s): nothing is due; nothing was changed",
+			def.Name, stampOf(def, start), stampOf(def, end), stampOf(def, now))
+	}
+	return fmt.Errorf("no schedule slot of %s (%s) between %s and %s: nothing to backfill; nothing was changed",
+		def.Name, def.Schedule, stampOf(def, start), stampOf(def, end))
+}
+
+// stampOf is t as a plan names a bound: the day at midnight (or at the
+// last second of a day, as --end DAY is taken), else the date-time, in the
+// pipeline's zone.
+func stampOf(def *dsl.Pipeline, t time.Time) string {
+	t = t.In(def.Timezone)
+	if t.Hour() == 0 && t.Minute() == 0 && t.Second() == 0 || t.Hour() == 23 && t.Minute() == 59 && t.Second() == 59 {
+		return t.Format(skew.DateOnly)
+	}
+	return t.Format(time.RFC3339)
+}
+
+// checkDependsOnPast refuses the backfills that a depends_on_past task
+// would leave unable to finish: one in reverse (every date would wait for
+// the later one), and one that skips a date that did not succeed (every
+// later date would wait for it). The first date of a backfill does not wait
+// for the date before the window (the scheduler's firstOfBackfill).
+func checkDependsOnPast(def *dsl.Pipeline, selected []string, pp PlanParams, ivs []timetable.Interval, existing map[int64]store.Run) error {
+	var dop string
+	for _, t := range def.Tasks {
+		if t.DependsOnPast && (len(selected) == 0 || slices.Contains(selected, t.Name)) {
+			dop = t.Name
+			break
+		}
+	}
+	if dop == "" {
+		return nil
+	}
+	if pp.Reverse {
+		return fmt.Errorf("--reverse with task %q of %s, which depends_on_past: each date would wait for the one before it, run later; backfill it oldest first (without --reverse)", dop, def.Name)
+	}
+	for _, iv := range ivs[:len(ivs)-1] {
+		r, ok := existing[iv.Start.Unix()]
+		if !ok || r.State == store.RunSuccess || r.State == store.RunQueued || r.State == store.RunRunning {
+			continue
+		}
+		if pp.Reprocess == ReprocessNone {
+			return fmt.Errorf("--reprocess none would skip the %s run of %s %s, and task %q depends_on_past: every later date of the window would wait for it; use --reprocess failed (runs it again) or start the window after it", r.State, def.Name, stampOf(def, iv.Start), dop)
+		}
+	}
+	return nil
 }
 
 // selectTasks checks the tasks a backfill is restricted to, and adds the

@@ -23,12 +23,14 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/lease"
+	"github.com/rewind-dev/rewind/metrics"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
 	"github.com/rewind-dev/rewind/timetable"
@@ -102,6 +104,9 @@ type ServeOptions struct {
 	// the execution's) and its heartbeat last without renewal (default
 	// LeaseTTL): a standby takes over within it after the active one dies.
 	LeaseTTL time.Duration
+	// Metrics, when set, counts this scheduler's executions (their
+	// duration and result), its leadership and its takeovers.
+	Metrics *metrics.Scheduler
 }
 
 // Serve runs the scheduler until ctx ends: at start (catching up after
@@ -158,12 +163,15 @@ type server struct {
 	// (waiting for upstream data, held, stuck): the next one looks again.
 	carry map[string]bool
 	epoch int64
+	// current is ws, for the notifications' goroutine (notify.go).
+	current atomic.Pointer[dsl.Workspace]
 }
 
 // use makes ws the definition, and computes every pipeline's next tick.
 func (s *server) use(ws *dsl.Workspace) {
 	s.pauseNew(ws)
 	s.ws = ws
+	s.current.Store(ws)
 	s.next = map[string]time.Time{}
 	s.carry = map[string]bool{}
 	now := s.o.Clock()
@@ -371,11 +379,13 @@ func (s *server) execute(ctx context.Context, all bool, names []string) bool {
 	// The epoch as it was before the execution: a change an operator makes
 	// while it runs (or after its last look) makes the next look run again.
 	ep, eerr := s.o.Store.Epoch(context.WithoutCancel(ctx))
+	started := time.Now()
 	sum, err := scheduler.Run(ctx, scheduler.Options{
 		Store: s.o.Store, Workspace: s.ws, Pipelines: sel, Clock: s.o.Clock,
 		RefreshEvery: s.o.RefreshEvery, Home: s.o.Home, Wait: true, Grace: s.o.Grace, LeaveSlurmJobs: true,
 		OnWarning: s.o.OnWarning, Log: s.log, Holder: s.o.Holder, EnsureAgent: s.o.EnsureAgent,
 	})
+	s.o.Metrics.Executed(time.Since(started), err)
 	if s.o.OnRun != nil {
 		s.o.OnRun(sum, err)
 	}

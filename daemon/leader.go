@@ -35,11 +35,12 @@ func (s *server) loop(ctx context.Context) error {
 	s.log.Info("scheduler started", "path", s.o.Path, "pipelines", len(s.ws.Pipelines), "host", h.Host, "pid", h.PID, "lease_ttl", h.Lifetime())
 	defer s.log.Info("scheduler stopped")
 	for {
-		held, ok := s.elect(ctx, h)
+		held, followed, ok := s.elect(ctx, h)
 		if !ok {
 			return nil
 		}
 		s.log.Info("active: this scheduler leads", "generation", held.Generation)
+		s.o.Metrics.Leading(true, followed)
 		leadCtx, lose := context.WithCancelCause(ctx)
 		renewed := make(chan struct{})
 		go func() {
@@ -48,9 +49,16 @@ func (s *server) loop(ctx context.Context) error {
 				lose(&lostLeadership{err})
 			})
 		}()
+		notified := make(chan struct{})
+		go func() {
+			defer close(notified)
+			s.notifyLoop(leadCtx, h.ID)
+		}()
 		s.lead(leadCtx)
 		lose(nil)
+		<-notified
 		<-renewed
+		s.o.Metrics.Leading(false, false)
 		if ctx.Err() != nil {
 			// Stopped: a standby takes over at once, not after the TTL.
 			_ = lease.Release(context.WithoutCancel(ctx), s.o.Store, lease.Leader, h)
@@ -66,10 +74,11 @@ type lostLeadership struct{ err error }
 func (e *lostLeadership) Error() string { return "lost the leader lease: " + e.err.Error() }
 func (e *lostLeadership) Unwrap() error { return e.err }
 
-// elect returns once h holds the leader lease (false when ctx ended first).
-// While another scheduler leads it logs, once per leader, that it stands
-// by; a state it cannot reach is tried again.
-func (s *server) elect(ctx context.Context, h lease.Holder) (store.Lease, bool) {
+// elect returns once h holds the leader lease (ok false when ctx ended
+// first), and whether it stood by behind another leader before: a
+// takeover. While another scheduler leads it logs, once per leader, that
+// it stands by; a state it cannot reach is tried again.
+func (s *server) elect(ctx context.Context, h lease.Holder) (store.Lease, bool, bool) {
 	poll := standbyPoll(h.Lifetime())
 	var leader string
 	for {
@@ -80,10 +89,10 @@ func (s *server) elect(ctx context.Context, h lease.Holder) (store.Lease, bool) 
 			}
 		})
 		if err == nil {
-			return l, true
+			return l, leader != "", true
 		}
 		if ctx.Err() != nil {
-			return l, false
+			return l, false, false
 		}
 		var busy *lease.BusyError
 		if !errors.As(err, &busy) {
@@ -91,7 +100,7 @@ func (s *server) elect(ctx context.Context, h lease.Holder) (store.Lease, bool) 
 		}
 		select {
 		case <-ctx.Done():
-			return l, false
+			return l, false, false
 		case <-time.After(serveRetryEvery):
 		}
 	}

@@ -227,6 +227,7 @@ func (l *loader) decode(bodies []hcl.Body) {
 	l.decodePipelines(pipelines)
 	l.checkOutputTables()
 	l.decodeNotifies(notifies)
+	l.resolveNotify()
 }
 
 // dedupe drops repeated diagnostics: an expression evaluated once per

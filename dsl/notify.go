@@ -3,8 +3,10 @@ package dsl
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 )
@@ -13,7 +15,38 @@ var notifySchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "command"},
 		{Name: "webhook"},
+		{Name: "on"},
+		{Name: "timeout"},
 	},
+}
+
+// DefaultNotifyTimeout bounds a notify block's command and webhook when it
+// sets no timeout.
+const DefaultNotifyTimeout = time.Minute
+
+// The events a notify block can get (its on attribute).
+const (
+	// EventRunFailed: a scheduled or manual run of a pipeline that names
+	// the block failed.
+	EventRunFailed = "run_failed"
+	// EventDeadlineMissed: a run of a pipeline that names the block had
+	// not succeeded by its deadline (or did not exist then).
+	EventDeadlineMissed = "deadline_missed"
+	// EventBackfillReport: a backfill ended; its report (every block that
+	// asks for it, whichever pipeline).
+	EventBackfillReport = "backfill_report"
+)
+
+// NotifyEvents are the events a notify block's on may name.
+var NotifyEvents = []string{EventBackfillReport, EventDeadlineMissed, EventRunFailed}
+
+// Wants reports whether the block gets event (without On, the default:
+// backfill_report only).
+func (n *Notify) Wants(event string) bool {
+	if n.On == nil {
+		return event == EventBackfillReport
+	}
+	return slices.Contains(n.On, event)
 }
 
 // decodeNotifies reads the workspace's notify blocks into ws.Notifies,
@@ -37,6 +70,20 @@ func (l *loader) decodeNotifies(blocks []*hcl.Block) {
 		content, diags := b.Body.Content(notifySchema)
 		l.diags = append(l.diags, diags...)
 		attrs := content.Attributes
+		n.On = []string{EventBackfillReport}
+		n.Timeout = DefaultNotifyTimeout
+		if attr := attrs["timeout"]; attr != nil {
+			if d, ok := l.durationAttr(attr, l.ctx, sc); ok {
+				if d < time.Second {
+					l.errorf(attr.Expr.Range(), "Invalid timeout", "A notify block's timeout must be at least 1s (e.g. \"30s\"); leave it out for %s.", DefaultNotifyTimeout)
+				} else {
+					n.Timeout = d
+				}
+			}
+		}
+		if attr := attrs["on"]; attr != nil {
+			n.On = l.decodeEvents(attr, sc)
+		}
 		if attrs["command"] == nil && attrs["webhook"] == nil {
 			l.errorf(b.DefRange, "Notify without command or webhook", "The notify block %q sets neither command nor webhook: set command (run with the report's path in $REWIND_REPORT and its text on stdin), webhook (an http or https URL that receives the report as a JSON POST) or both.", name)
 		}
@@ -63,6 +110,65 @@ func (l *loader) decodeNotifies(blocks []*hcl.Block) {
 		}
 	}
 	sort.Slice(l.ws.Notifies, func(i, j int) bool { return l.ws.Notifies[i].Name < l.ws.Notifies[j].Name })
+}
+
+// decodeEvents reads a notify block's on: a non-empty list of known event
+// names, each at most once.
+func (l *loader) decodeEvents(attr *hcl.Attribute, sc scope) []string {
+	list, ranges, ok := l.stringList(attr, l.ctx, sc)
+	if !ok {
+		return nil
+	}
+	if len(list) == 0 {
+		l.errorf(attr.Expr.Range(), "Invalid on", "on must name at least one event: %s.", strings.Join(NotifyEvents, ", "))
+		return nil
+	}
+	var out []string
+	for i, e := range list {
+		rng := attr.Expr.Range()
+		if i < len(ranges) {
+			rng = ranges[i]
+		}
+		switch {
+		case !slices.Contains(NotifyEvents, e):
+			l.errorf(rng, "Unknown notify event", "%q is not an event a notify block can get: on takes %s.", e, strings.Join(NotifyEvents, ", "))
+		case slices.Contains(out, e):
+			l.errorf(rng, "Repeated notify event", "on names %q twice.", e)
+		default:
+			out = append(out, e)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// resolveNotify turns every pipeline's notify references into
+// Pipeline.Notify, once the notify blocks are known.
+func (l *loader) resolveNotify() {
+	byName := map[string]*Notify{}
+	var names []string
+	for _, n := range l.ws.Notifies {
+		byName[n.Name] = n
+		names = append(names, n.Name)
+	}
+	for _, p := range l.ws.Pipelines {
+		for _, ref := range p.notifyRefs {
+			n := byName[ref.label]
+			switch {
+			case ref.byKey:
+				l.errorf(ref.rng, "Invalid notify reference", "notify holds references to notify blocks, like notify.oncall, without a key.")
+			case n == nil:
+				known := "No notify block is declared."
+				if len(names) > 0 {
+					known = "The declared notify blocks are: " + strings.Join(names, ", ") + "."
+				}
+				l.errorf(ref.rng, "Unknown notify block", "No notify block named %q is declared. %s", ref.label, known)
+			case !slices.Contains(p.Notify, n.Name):
+				p.Notify = append(p.Notify, n.Name)
+			}
+		}
+		sort.Strings(p.Notify)
+	}
 }
 
 // checkWebhook returns why s is not an absolute http or https URL, or "".
@@ -176,4 +282,17 @@ func (n *Notify) Command() (*Command, error) {
 		return nil, fmt.Errorf("notify %s: command: %w", n.Name, err)
 	}
 	return &Command{Argv: argv, Env: n.secrets.addEnv(sec.envOrEmpty()), Dir: n.dir, Pass: n.pass}, nil
+}
+
+// HasCommand reports whether the block sets a command.
+func (n *Notify) HasCommand() bool { return n != nil && n.command != nil }
+
+// Notify returns the notify block called name, or nil.
+func (w *Workspace) Notify(name string) *Notify {
+	for _, n := range w.Notifies {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
 }

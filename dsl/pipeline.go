@@ -35,6 +35,8 @@ var pipelineSchema = &hcl.BodySchema{
 		{Name: "params"},
 		{Name: "for_each"},
 		{Name: "consumes"},
+		{Name: "notify"},
+		{Name: "deadline"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "task", LabelNames: []string{"name"}},
@@ -233,6 +235,23 @@ func (l *loader) decodePipeline(b *hcl.Block, content *hcl.BodyContent, inst ins
 
 	if v, ok := l.boolAttr(attrs["catchup"], ctx, sc); ok {
 		p.Catchup = v
+	}
+	if attr := attrs["deadline"]; attr != nil {
+		if d, ok := l.durationAttr(attr, ctx, sc); ok {
+			if d <= 0 {
+				l.errorf(attr.Expr.Range(), "Invalid deadline", "deadline must be more than 0 (e.g. \"6h\": a run not succeeded 6 hours after the end of its data interval raises deadline_missed); leave it out for no deadline.")
+			} else {
+				p.Deadline = d
+			}
+		}
+	}
+	if attr := attrs["notify"]; attr != nil {
+		exprs, diags := hcl.ExprList(attr.Expr)
+		if diags.HasErrors() {
+			l.errorf(attr.Expr.Range(), "Invalid notify", "notify must be a list of references to notify blocks, like [notify.oncall].")
+		} else {
+			p.notifyRefs = l.decodeRefs(exprs, refSyntax{root: "notify", attr: "notify", holds: "notify blocks", example: "notify.oncall", keyed: "notify.oncall"})
+		}
 	}
 	if attr := attrs["reprocess_lookback"]; attr != nil {
 		if d, ok := l.durationAttr(attr, ctx, sc); ok {

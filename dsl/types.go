@@ -112,8 +112,14 @@ type Requirement struct {
 // Notify is where a backfill's report is sent: a command (the report's path
 // in $REWIND_REPORT, its text on stdin) and/or a webhook (a JSON POST).
 type Notify struct {
-	Name      string
-	Webhook   string // "" when unset
+	Name    string
+	Webhook string // "" when unset
+	// On are the events the block gets (on = [...]), sorted; default
+	// [backfill_report]. See NotifyEvents.
+	On []string
+	// Timeout bounds one delivery's command and webhook (timeout = "30s";
+	// default DefaultNotifyTimeout).
+	Timeout   time.Duration
 	DeclRange hcl.Range
 
 	command hcl.Expression // nil when unset
@@ -205,6 +211,13 @@ type Pipeline struct {
 	Requires []*Requirement
 	// Outputs are the versioned tables the pipeline writes.
 	Outputs []*Output
+	// Notify names the notify blocks (notify = [notify.NAME]) that get
+	// this pipeline's run events (run_failed, deadline_missed, ...), each
+	// block only for the events of its on; sorted, without repeats.
+	Notify []string
+	// Deadline (deadline = "6h"): a run not succeeded this long after the
+	// end of its data interval raises deadline_missed, once. 0: none.
+	Deadline time.Duration
 	// Dir is the directory of the file that declares the pipeline.
 	Dir string
 	// Hash identifies the definition: it changes when anything that affects runs changes.
@@ -215,6 +228,8 @@ type Pipeline struct {
 	// pipeline ("" without for_each). Name is Label, or Label_Key.
 	Label string
 	Key   string
+
+	notifyRefs []depRef // notify, as written, resolved by resolveNotify
 }
 
 // Task returns the task called name, or nil.

@@ -119,7 +119,10 @@ func TestSlurmOOM(t *testing.T) {
 // rewind's own timer scancels the job (Slurm's --time is whole minutes).
 func TestSlurmTimeout(t *testing.T) {
 	part := slurmtest.Partition(t)
-	s := slurmSpec(t, "echo started; sleep 120; echo survived")
+	// Slurm signals every process of the job, in no set order: the shell
+	// may see its sleep die before its own SIGTERM arrives, so "survived"
+	// is printed only if the sleep ran to its end.
+	s := slurmSpec(t, "echo started; sleep 120 && echo survived")
 	s.Timeout = 2 * time.Second
 	h := submit(t, s, part)
 	res := h.Wait(context.Background())

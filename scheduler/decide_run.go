@@ -175,7 +175,7 @@ func upstreamVerdict(r *runNode, n *tiNode, state map[*tiNode]store.TaskState, t
 	if skipped {
 		return store.TaskSkipped
 	}
-	if n.task.DependsOnPast && r.prev != nil {
+	if n.task.DependsOnPast && r.prev != nil && !firstOfBackfill(r) {
 		for _, m := range r.prev.tis {
 			if m.task == nil || m.task.Name != n.task.Name {
 				continue
@@ -192,4 +192,12 @@ func upstreamVerdict(r *runNode, n *tiNode, state map[*tiNode]store.TaskState, t
 		}
 	}
 	return store.TaskSuccess
+}
+
+// firstOfBackfill reports whether r is the first run of its backfill: the
+// run before it belongs to no backfill or another one. Its depends_on_past
+// tasks do not wait for that run (Airflow's rule for a backfill's first
+// run): a backfill that restates a window after a failed date runs.
+func firstOfBackfill(r *runNode) bool {
+	return r.run.Kind == store.KindBackfill && r.run.BackfillID != "" && r.prev.run.BackfillID != r.run.BackfillID
 }

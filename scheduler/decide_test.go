@@ -323,6 +323,21 @@ func TestDecide(t *testing.T) {
 			want: []string{"claim"},
 		},
 		{
+			name: "depends_on_past: a backfill's first run does not wait for the failed run before its window",
+			build: func(w *world) {
+				def := etl("sales")
+				def.Tasks[0].DependsOnPast = true
+				p := w.pipeline(def)
+				w.run(p, "2025-02-26", store.RunFailed, ts("extract", "failed", "load", "upstream_failed"))
+				first := w.run(p, "2025-02-27", running, nil)
+				first.run.Kind, first.run.BackfillID = store.KindBackfill, "bf1"
+				second := w.run(p, "2025-02-28", running, nil)
+				second.run.Kind, second.run.BackfillID = store.KindBackfill, "bf1"
+			},
+			// The first runs; the second waits for it, as depends_on_past says.
+			want: []string{"queue sales 2025-02-27 extract", "claim"},
+		},
+		{
 			name: "a complete run with outputs asks for its commit instead of finishing",
 			build: func(w *world) {
 				def := etl("sales")

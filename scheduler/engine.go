@@ -105,6 +105,11 @@ type Options struct {
 	// of the execution starts or is adopted. Set where the state is shared
 	// by several machines.
 	EnsureAgent func() error
+	// Notify: look for missed deadlines when the execution starts, deliver
+	// the state's notifications beside it, and those still due when it
+	// ends (rewind run, backfill apply). `rewind scheduler` does both on
+	// its own timers instead.
+	Notify bool
 }
 
 // BackfillRun says how the runs of one backfill execute.
@@ -249,6 +254,12 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		cancelRun(&executor.Stop{Grace: self.Lifetime() / 4, Err: fmt.Errorf("lost the state lease: %w", err)})
 	})
 
+	var nt *notifier
+	if o.Notify {
+		nt = startNotifier(ctx, o, self.ID)
+		defer nt.stop()
+	}
+
 	fenced := o.Store.Fenced(lease.Execution, self.ID, held.Generation)
 	e := &engine{
 		o: o, base: fenced, self: self, log: o.Log,
@@ -304,6 +315,9 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	}
 	if e.running == 0 && len(e.foreign) == 0 {
 		_ = o.Store.RemoveOwner(wctx, self.ID)
+	}
+	if nt != nil && ctx.Err() == nil {
+		e.summary.Notifications = nt.finish(ctx)
 	}
 	e.summary.Attempts = e.progress.Attempts
 	e.summary.Progress = e.progress

@@ -17,6 +17,9 @@ type FailedRun struct {
 	RunID       string
 	Kind        string
 	Tasks       []FailedTask
+	// CommitError is why the run failed when none of its tasks did: the
+	// error of its output commit.
+	CommitError string
 }
 
 // FailedTask is a task instance of a failed run that did not succeed, with
@@ -27,13 +30,16 @@ type FailedTask struct {
 	// Outcome is the latest attempt's: "exit 3", "oom", "timeout",
 	// "signal killed", "lost"; "" when the task never ran (upstream_failed).
 	Outcome string
-	Try     int
-	Pool    string
-	LogPath string
+	// ExitCode is the latest attempt's exit status (nil when it has none:
+	// killed by a signal, lost, never ran).
+	ExitCode *int
+	Try      int
+	Pool     string
+	LogPath  string
 }
 
 // FailedRuns reads from st what failed in the failed runs of sum, at most
-// most of them (oldest first).
+// most of them (oldest first; most < 0: all).
 func FailedRuns(ctx context.Context, st store.Store, sum *Summary, most int) ([]FailedRun, error) {
 	if sum == nil {
 		return nil, nil
@@ -53,26 +59,34 @@ func FailedRuns(ctx context.Context, st store.Store, sum *Summary, most int) ([]
 		}
 		for _, run := range runs {
 			fr.Kind, fr.RunID = string(run.Kind), store.RunID(run.Kind, run.LogicalDate)
-			for _, ti := range run.Tasks {
-				if ti.State == store.TaskSuccess || ti.State == store.TaskSkipped {
-					continue
-				}
-				ft := FailedTask{Task: ti.Task, State: string(ti.State), Try: ti.TryNumber, Pool: ti.Pool}
-				if n := len(ti.Attempts); n > 0 {
-					a := ti.Attempts[n-1]
-					ft.Outcome, ft.Pool, ft.LogPath = Outcome(a), a.Pool, a.LogPath
-				}
+			for _, ft := range failedTasks(run) {
 				fr.Tasks = append(fr.Tasks, ft)
 			}
 		}
 		if len(fr.Tasks) == 0 {
-			for _, t := range r.FailedTasks {
-				fr.Tasks = append(fr.Tasks, FailedTask{Task: t}) // the output's commit failed: its error
-			}
+			fr.CommitError = strings.Join(r.FailedTasks, ", ") // the output's commit failed: its error
 		}
 		out = append(out, fr)
 	}
 	return out, nil
+}
+
+// failedTasks are the task instances of run (read with its tasks and
+// attempts) that did not succeed, each with its latest attempt.
+func failedTasks(run store.Run) []FailedTask {
+	var out []FailedTask
+	for _, ti := range run.Tasks {
+		if ti.State == store.TaskSuccess || ti.State == store.TaskSkipped {
+			continue
+		}
+		ft := FailedTask{Task: ti.Task, State: string(ti.State), Try: ti.TryNumber, Pool: ti.Pool}
+		if n := len(ti.Attempts); n > 0 {
+			a := ti.Attempts[n-1]
+			ft.Outcome, ft.Pool, ft.LogPath, ft.ExitCode = Outcome(a), a.Pool, a.LogPath, a.ExitCode
+		}
+		out = append(out, ft)
+	}
+	return out
 }
 
 // Outcome says how an attempt ended, in a few words: "exit 3", "oom",
@@ -100,14 +114,14 @@ func (f FailedRun) Line() string {
 }
 
 // TasksText is what failed: "extract (exit 3, try 2, pool default), load
-// (upstream_failed)".
+// (upstream_failed)"; the commit's error for a run whose output commit
+// failed.
 func (f FailedRun) TasksText() string {
+	if len(f.Tasks) == 0 {
+		return f.CommitError
+	}
 	parts := make([]string, 0, len(f.Tasks))
 	for _, t := range f.Tasks {
-		if t.State == "" {
-			parts = append(parts, t.Task)
-			continue
-		}
 		if t.Outcome == "" {
 			parts = append(parts, t.Task+" ("+t.State+")")
 			continue

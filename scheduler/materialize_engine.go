@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/rewind-dev/rewind/dsl"
@@ -47,7 +49,27 @@ func (e *engine) materializeAll(ctx context.Context, defs []*dsl.Pipeline) error
 		if err != nil {
 			return err
 		}
+		if err := e.noteSkipped(ctx, def, n, now); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// noteSkipped records in the summary the due intervals that catchup =
+// false passed over in def, when the n runs just created for it include
+// its latest due interval's (without catchup, that is the only one).
+func (e *engine) noteSkipped(ctx context.Context, def *dsl.Pipeline, n int, now time.Time) error {
+	if n == 0 || def.Catchup || e.o.Catchup {
+		return nil
+	}
+	sk, ok, err := skippedBefore(ctx, e.base, def, now)
+	if !ok || err != nil {
+		return err
+	}
+	s := e.summary
+	s.Skipped = append(s.Skipped, sk)
+	slices.SortStableFunc(s.Skipped, func(a, b SkippedIntervals) int { return strings.Compare(a.Pipeline, b.Pipeline) })
 	return nil
 }
 
@@ -69,6 +91,9 @@ func (e *engine) refresh(ctx context.Context) (created bool, err error) {
 			Pipeline: p.def, Catchup: p.def.Catchup || e.o.Catchup, Now: now, Cursor: sp.CatchupThrough,
 		})
 		if err != nil {
+			return false, err
+		}
+		if err := e.noteSkipped(ctx, p.def, made, now); err != nil {
 			return false, err
 		}
 		n += made

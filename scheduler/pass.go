@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rewind-dev/rewind/skew"
@@ -249,6 +250,11 @@ func (e *engine) apply(ctx context.Context, tx store.Store, now time.Time, cmds 
 			if err != nil {
 				return a, err
 			}
+			if c.state == store.RunFailed {
+				if err := e.queueRunFailed(ctx, tx, c.res.job.run, now, strings.Join(c.failed, "; ")); err != nil {
+					return a, err
+				}
+			}
 			a.completed = append(a.completed, c)
 		case admitRun:
 			err := tx.AdmitRun(ctx, store.AdmitRunParams{RunID: c.run.run.ID, Now: now})
@@ -278,6 +284,11 @@ func (e *engine) apply(ctx context.Context, tx store.Store, now time.Time, cmds 
 			}
 			if err != nil {
 				return a, err
+			}
+			if c.state == store.RunFailed {
+				if err := e.queueRunFailed(ctx, tx, c.run, now, ""); err != nil {
+					return a, err
+				}
 			}
 			a.finished = append(a.finished, c)
 		case requestCommit:
@@ -446,7 +457,7 @@ func (e *engine) runFinished(r *runNode, state store.RunState, failed []string, 
 		e.progress.Failed++
 	}
 	e.summary.Finished = append(e.summary.Finished, RunResult{
-		Pipeline: r.p.def.Name, DS: r.run.DS, LogicalDate: r.run.LogicalDate, State: state,
+		Pipeline: r.p.def.Name, DS: r.run.DS, LogicalDate: r.run.LogicalDate, Kind: r.run.Kind, State: state,
 		Duration: now.Sub(r.begun), FailedTasks: failed,
 	})
 }

@@ -15,6 +15,7 @@ type RunResult struct {
 	Pipeline    string
 	DS          string
 	LogicalDate time.Time
+	Kind        store.RunKind
 	State       store.RunState
 	Duration    time.Duration
 	FailedTasks []string
@@ -28,7 +29,11 @@ type Summary struct {
 	Attempts    int
 	Interrupted bool
 	Paused      []string // selected pipelines skipped because they are paused
-	Progress    Progress
+	// Skipped are, per pipeline with catchup = false, the due intervals
+	// passed over when the execution gave the latest one a run, by
+	// pipeline name.
+	Skipped  []SkippedIntervals
+	Progress Progress
 	// Waiting are the runs left waiting for upstream data when the
 	// execution ended (a producer's run failed, or has not run), oldest
 	// first; Held the runs of backfills that this execution does not run;
@@ -40,6 +45,18 @@ type Summary struct {
 	// Warnings are what the execution could not do as asked but went on
 	// without (a skew probe that failed: the date ran on its own pool).
 	Warnings []string
+	// Notifications is what became of the notifications this execution
+	// delivered (Options.Notify).
+	Notifications NotifySummary
+}
+
+// NotifySummary counts the notifications an execution sent: delivered,
+// left to retry (Errors says why, redacted), given up; DeadlinesMissed
+// the deadline_missed notifications it queued.
+type NotifySummary struct {
+	Delivered, Retried, GaveUp int
+	DeadlinesMissed            int
+	Errors                     []string
 }
 
 // WaitingRun is a run that waits for a run of a pipeline it consumes.

@@ -253,16 +253,19 @@ func (s *sqlStore) AcquireLease(ctx context.Context, p AcquireLeaseParams) (Leas
 		}
 		p.Now = now
 		if _, err := c.exec(ctx, `
-			INSERT INTO leases (name, holder, host, pid, pid_start, expires_at, generation)
-			VALUES ($1, $2, $3, $4, $5, $6, 1)
+			INSERT INTO leases (name, holder, host, pid, pid_start, expires_at, generation, acquired_at, renewed_at)
+			VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $7)
 			ON CONFLICT (name) DO UPDATE SET
-				holder     = excluded.holder,
-				host       = excluded.host,
-				pid        = excluded.pid,
-				pid_start  = excluded.pid_start,
-				expires_at = excluded.expires_at,
-				generation = CASE WHEN leases.holder = excluded.holder
-				                  THEN leases.generation ELSE leases.generation + 1 END
+				holder      = excluded.holder,
+				host        = excluded.host,
+				pid         = excluded.pid,
+				pid_start   = excluded.pid_start,
+				expires_at  = excluded.expires_at,
+				generation  = CASE WHEN leases.holder = excluded.holder
+				                   THEN leases.generation ELSE leases.generation + 1 END,
+				acquired_at = CASE WHEN leases.holder = excluded.holder
+				                   THEN COALESCE(leases.acquired_at, excluded.acquired_at) ELSE excluded.acquired_at END,
+				renewed_at  = excluded.renewed_at
 			WHERE leases.expires_at <= $7
 			   OR leases.holder = excluded.holder
 			   OR ($8 <> '' AND leases.holder = $8)`,
@@ -295,10 +298,12 @@ func getLease(ctx context.Context, c conn, name string) (Lease, error) {
 		l        Lease
 		pidStart int64
 		expires  sql.NullInt64
+		acquired sql.NullInt64
+		renewed  sql.NullInt64
 	)
 	err := c.row(ctx,
-		"SELECT name, holder, host, pid, pid_start, expires_at, generation FROM leases WHERE name = $1", name).
-		Scan(&l.Name, &l.Holder, &l.Host, &l.PID, &pidStart, &expires, &l.Generation)
+		"SELECT name, holder, host, pid, pid_start, expires_at, generation, acquired_at, renewed_at FROM leases WHERE name = $1", name).
+		Scan(&l.Name, &l.Holder, &l.Host, &l.PID, &pidStart, &expires, &l.Generation, &acquired, &renewed)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Lease{}, fmt.Errorf("store: lease %s: %w", name, ErrNotFound)
 	}
@@ -307,6 +312,7 @@ func getLease(ctx context.Context, c conn, name string) (Lease, error) {
 	}
 	l.PIDStart = uint64(pidStart)
 	l.ExpiresAt = fromNanos(expires)
+	l.AcquiredAt, l.RenewedAt = fromNanos(acquired), fromNanos(renewed)
 	return l, nil
 }
 
@@ -322,8 +328,8 @@ func (s *sqlStore) RenewLease(ctx context.Context, p RenewLeaseParams) error {
 			return err
 		}
 		n, err := affected(c.exec(ctx,
-			"UPDATE leases SET expires_at = $1 WHERE name = $2 AND holder = $3",
-			nanos(now.Add(p.TTL)), p.Name, p.Holder))
+			"UPDATE leases SET expires_at = $1, renewed_at = $4 WHERE name = $2 AND holder = $3",
+			nanos(now.Add(p.TTL)), p.Name, p.Holder, nanos(now)))
 		if err != nil {
 			return fmt.Errorf("store: renew lease %s: %w", p.Name, err)
 		}
@@ -343,7 +349,8 @@ func (s *sqlStore) ReleaseLease(ctx context.Context, p ReleaseLeaseParams) error
 	}
 	return s.write(ctx, func(c conn) error {
 		if _, err := c.exec(ctx, `
-			UPDATE leases SET holder = '', host = '', pid = 0, pid_start = 0, expires_at = $1
+			UPDATE leases SET holder = '', host = '', pid = 0, pid_start = 0, expires_at = $1,
+				acquired_at = NULL, renewed_at = NULL
 			WHERE name = $2 AND holder = $3`, int64(math.MinInt64), p.Name, p.Holder); err != nil {
 			return fmt.Errorf("store: release lease %s: %w", p.Name, err)
 		}

@@ -218,6 +218,31 @@ type (
 		Pipeline string
 		Limit    int
 	}
+	// ClaimNotificationsParams claim due notifications for Owner, for For
+	// on the state's clock; at most Limit (0: 100).
+	ClaimNotificationsParams struct {
+		Owner string
+		For   time.Duration
+		Limit int
+	}
+	// FinishNotificationParams record what became of a claimed
+	// notification: Delivered, GiveUp (with Error), or neither: tried again
+	// RetryIn after the state's clock (with Error).
+	FinishNotificationParams struct {
+		ID        int64
+		Owner     string
+		Delivered bool
+		GiveUp    bool
+		Error     string
+		RetryIn   time.Duration
+	}
+	// ListNotificationsParams select notifications: of one pipeline and
+	// event when given, only undelivered ones not given up with Pending.
+	ListNotificationsParams struct {
+		Pipeline string
+		Event    string
+		Pending  bool
+	}
 	// ListProbesParams select recorded probe measurements: one pipeline,
 	// one task ("" the pipeline's skew block), logical dates From..To
 	// inclusive (zero: unbounded), at most Limit rows (0: all).

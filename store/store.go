@@ -166,6 +166,26 @@ type Run struct {
 	Tasks             []TaskInstance
 }
 
+// Notification is one event queued for one notify block: a failed run, a
+// missed deadline. Key is its idempotency key (unique in the state, sent
+// with it); Payload is the JSON the notify block receives.
+type Notification struct {
+	ID          int64
+	Key         string
+	Event       string
+	Notify      string // the notify block's name
+	Channel     string // "command" or "webhook": each is delivered on its own
+	Pipeline    string
+	Payload     []byte
+	CreatedAt   time.Time
+	Tries       int // delivery tries so far
+	NextAt      time.Time
+	ClaimedBy   string
+	DeliveredAt time.Time // zero until delivered
+	GaveUpAt    time.Time // zero unless given up
+	LastError   string
+}
+
 // TaskInstance is one task of one run.
 type TaskInstance struct {
 	ID        int64
@@ -302,6 +322,11 @@ type Lease struct {
 	// holder changes (not when the same holder renews or re-acquires): a
 	// holder's writes are fenced by it (Store.Fenced).
 	Generation int64
+	// AcquiredAt is when Holder took the lease (a re-acquisition by the
+	// same holder keeps it), RenewedAt when it last took or renewed it,
+	// both on the state's clock; zero when released, or when the lease was
+	// taken by a rewind that did not record them.
+	AcquiredAt, RenewedAt time.Time
 }
 
 // BackfillState is where a backfill stands.
@@ -437,6 +462,10 @@ type Store interface {
 	// two processes never get the same task instance and never exceed a
 	// pool. Any process holding work may claim (scheduler, backfill apply).
 	ClaimReady(ctx context.Context, p ClaimReadyParams) ([]ClaimedAttempt, error)
+	// Stats counts runs, attempts, queued task instances and backfills,
+	// grouped in the database by pipeline, pool and state, from one
+	// snapshot (the operators' metrics read it at each scrape).
+	Stats(ctx context.Context) (Stats, error)
 	// Usage counts, from the state, what is in flight: running attempts and
 	// queued task instances, grouped by pool, pipeline, task and whether the
 	// run is a backfill (ordered by those).
@@ -499,6 +528,22 @@ type Store interface {
 	// ("" the pipeline's skew block) within a window of logical dates
 	// (inclusive; zero bounds are open), oldest first.
 	ListProbes(ctx context.Context, p ListProbesParams) ([]ProbeResult, error)
+
+	// EnqueueNotifications queues notifications, skipping those whose Key
+	// is already queued, and returns how many were new.
+	EnqueueNotifications(ctx context.Context, ns []Notification) (int, error)
+	// ClaimNotifications claims due notifications for one deliverer.
+	ClaimNotifications(ctx context.Context, p ClaimNotificationsParams) ([]Notification, error)
+	// FinishNotification records a claimed notification delivered, given
+	// up or to retry (ErrConflict when the claim was lost).
+	FinishNotification(ctx context.Context, p FinishNotificationParams) error
+	// ListNotifications lists notifications, oldest first.
+	ListNotifications(ctx context.Context, p ListNotificationsParams) ([]Notification, error)
+	// DeadlineChecked returns up to when a pipeline's missed deadlines
+	// were looked for (ok false: never).
+	DeadlineChecked(ctx context.Context, pipeline string) (until time.Time, ok bool, err error)
+	// SetDeadlineChecked moves that instant forward (never back).
+	SetDeadlineChecked(ctx context.Context, pipeline string, until time.Time) error
 
 	// AdvanceWatermark recomputes the pipeline's watermark from its runs and
 	// returns it (scheduler, after runs finish).

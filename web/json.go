@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/lake"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/store"
@@ -96,6 +100,127 @@ type (
 	BackfillDateJSON struct {
 		DS    string `json:"ds"`
 		State string `json:"state"`
+	}
+	// LakeTableJSON is `lake show TABLE --json`: the table's snapshots,
+	// oldest first, its refs by name and the row count of each partition
+	// of main, by partition value.
+	LakeTableJSON struct {
+		Table      string              `json:"table"`
+		Snapshots  []LakeSnapshotJSON  `json:"snapshots"`
+		Refs       []LakeRefJSON       `json:"refs"`
+		Partitions []LakePartitionJSON `json:"partitions"`
+	}
+	// LakeSnapshotJSON is one snapshot of a table: ParentID null for the
+	// first, Time in UTC, RunID the run that committed it ("" for a
+	// snapshot rewind did not write).
+	LakeSnapshotJSON struct {
+		ID        int64  `json:"id"`
+		ParentID  *int64 `json:"parent_id"`
+		Time      string `json:"time"`
+		Operation string `json:"operation"`
+		RunID     string `json:"run_id"`
+	}
+	// LakeRefJSON is a branch or tag of a table and its snapshot.
+	LakeRefJSON struct {
+		Name       string `json:"name"`
+		SnapshotID int64  `json:"snapshot_id"`
+	}
+	// LakePartitionJSON is one partition of main and its row count.
+	LakePartitionJSON struct {
+		Partition string `json:"partition"`
+		Rows      int64  `json:"rows"`
+	}
+	// RunReportJSON is `rewind run --json`: what one execution did.
+	// Created counts the runs it materialized, Attempts the attempts it
+	// launched or adopted; Succeeded and Failed count Runs, the runs that
+	// finished, by pipeline and logical date. Interrupted says that it was
+	// stopped, Unfinished how many runs it left queued or running then.
+	// Paused are the selected pipelines it ran nothing of; Skipped what
+	// catchup = false passed over; Waiting, Held and Stuck the runs left
+	// unfinished; Warnings what it went on without.
+	RunReportJSON struct {
+		Created     int              `json:"created"`
+		Attempts    int              `json:"attempts"`
+		Succeeded   int              `json:"succeeded"`
+		Failed      int              `json:"failed"`
+		Interrupted bool             `json:"interrupted"`
+		Unfinished  int              `json:"unfinished"`
+		Runs        []RunOutcomeJSON `json:"runs"`
+		Paused      []string         `json:"paused"`
+		Skipped     []SkippedJSON    `json:"skipped"`
+		Waiting     []WaitingJSON    `json:"waiting"`
+		Held        []HeldJSON       `json:"held"`
+		Stuck       []StuckJSON      `json:"stuck"`
+		Warnings    []string         `json:"warnings"`
+	}
+	// RunOutcomeJSON is a run that finished: Reason (as in `runs --json`)
+	// says why it failed when none of its tasks did, FailedTasks are its
+	// tasks that did not succeed.
+	RunOutcomeJSON struct {
+		Pipeline        string           `json:"pipeline"`
+		LogicalDate     string           `json:"logical_date"`
+		DS              string           `json:"ds"`
+		RunID           string           `json:"run_id"`
+		Kind            string           `json:"kind"`
+		State           string           `json:"state"`
+		DurationSeconds float64          `json:"duration_seconds"`
+		Reason          string           `json:"reason"`
+		FailedTasks     []FailedTaskJSON `json:"failed_tasks"`
+	}
+	// FailedTaskJSON is a task of a failed run that did not succeed, with
+	// its latest attempt: Outcome "exit 3", "oom", "timeout", ... ("" when
+	// it never ran: upstream_failed), ExitCode null without an exit status.
+	FailedTaskJSON struct {
+		Task      string `json:"task"`
+		State     string `json:"state"`
+		Outcome   string `json:"outcome"`
+		ExitCode  *int   `json:"exit_code"`
+		TryNumber int    `json:"try_number"`
+		Pool      string `json:"pool"`
+		LogPath   string `json:"log_path"`
+	}
+	// SkippedJSON is what catchup = false passed over in a pipeline when
+	// its latest due interval got a run: Count due intervals without a run,
+	// from FirstLogicalDate to LastLogicalDate.
+	SkippedJSON struct {
+		Pipeline         string `json:"pipeline"`
+		Count            int    `json:"count"`
+		FirstLogicalDate string `json:"first_logical_date"`
+		LastLogicalDate  string `json:"last_logical_date"`
+	}
+	// WaitingJSON is a run left waiting for a run of a pipeline it
+	// consumes ("" upstream dates and state "none" when it has no run).
+	WaitingJSON struct {
+		Pipeline            string `json:"pipeline"`
+		LogicalDate         string `json:"logical_date"`
+		DS                  string `json:"ds"`
+		Upstream            string `json:"upstream"`
+		UpstreamLogicalDate string `json:"upstream_logical_date"`
+		UpstreamDS          string `json:"upstream_ds"`
+		UpstreamState       string `json:"upstream_state"`
+	}
+	// HeldJSON are the runs of a backfill that is not running.
+	HeldJSON struct {
+		Pipeline      string   `json:"pipeline"`
+		BackfillID    string   `json:"backfill_id"`
+		BackfillState string   `json:"backfill_state"`
+		DS            []string `json:"ds"`
+	}
+	// StuckJSON is a run left unfinished for another reason, with its
+	// unfinished tasks as "task (state)".
+	StuckJSON struct {
+		Pipeline        string   `json:"pipeline"`
+		LogicalDate     string   `json:"logical_date"`
+		DS              string   `json:"ds"`
+		UnfinishedTasks []string `json:"unfinished_tasks"`
+	}
+	// WatermarkJSON is `watermark show --json`: the pipeline's watermark
+	// (RFC 3339 with its offset) and when it last moved (UTC); both ""
+	// when the pipeline has none.
+	WatermarkJSON struct {
+		Pipeline  string `json:"pipeline"`
+		Watermark string `json:"watermark"`
+		UpdatedAt string `json:"updated_at"`
 	}
 )
 
@@ -323,6 +448,105 @@ func BackfillStatus(b store.Backfill, runs []store.Run) BackfillStatusJSON {
 		if r.BackfillID == b.ID {
 			out.Dates = append(out.Dates, BackfillDateJSON{DS: r.DS, State: string(r.State)})
 		}
+	}
+	return out
+}
+
+// RunReport is `rewind run --json` of the summary sum, with failed, what
+// failed in its failed runs (scheduler.FailedRuns: a failed run it does not
+// name has no failed_tasks). Runs are by pipeline and logical date; no
+// list is null.
+func RunReport(sum *scheduler.Summary, failed []scheduler.FailedRun) RunReportJSON {
+	out := RunReportJSON{
+		Created: sum.Created, Attempts: sum.Attempts, Interrupted: sum.Interrupted, Unfinished: sum.Unfinished,
+		Runs: []RunOutcomeJSON{}, Paused: append([]string{}, sum.Paused...), Skipped: []SkippedJSON{},
+		Waiting: []WaitingJSON{}, Held: []HeldJSON{}, Stuck: []StuckJSON{}, Warnings: append([]string{}, sum.Warnings...),
+	}
+	slices.Sort(out.Paused)
+	type key struct {
+		pipeline string
+		unix     int64
+	}
+	byRun := map[key]scheduler.FailedRun{}
+	for _, f := range failed {
+		byRun[key{f.Pipeline, f.LogicalDate.Unix()}] = f
+	}
+	finished := slices.Clone(sum.Finished)
+	slices.SortStableFunc(finished, func(a, b scheduler.RunResult) int {
+		if c := strings.Compare(a.Pipeline, b.Pipeline); c != 0 {
+			return c
+		}
+		return a.LogicalDate.Compare(b.LogicalDate)
+	})
+	for _, r := range finished {
+		rj := RunOutcomeJSON{
+			Pipeline: r.Pipeline, LogicalDate: r.LogicalDate.Format(time.RFC3339), DS: r.DS,
+			RunID: store.RunID(r.Kind, r.LogicalDate), Kind: string(r.Kind), State: string(r.State),
+			DurationSeconds: math.Round(r.Duration.Seconds()*1000) / 1000, FailedTasks: []FailedTaskJSON{},
+		}
+		if r.State == store.RunSuccess {
+			out.Succeeded++
+		} else {
+			out.Failed++
+		}
+		f := byRun[key{r.Pipeline, r.LogicalDate.Unix()}]
+		if f.CommitError != "" {
+			rj.Reason = "output commit failed: " + f.CommitError
+		}
+		for _, t := range f.Tasks {
+			rj.FailedTasks = append(rj.FailedTasks, FailedTaskJSON{Task: t.Task, State: t.State, Outcome: t.Outcome,
+				ExitCode: t.ExitCode, TryNumber: t.Try, Pool: t.Pool, LogPath: t.LogPath})
+		}
+		out.Runs = append(out.Runs, rj)
+	}
+	for _, sk := range sum.Skipped {
+		out.Skipped = append(out.Skipped, SkippedJSON{Pipeline: sk.Pipeline, Count: sk.Count,
+			FirstLogicalDate: sk.First.Format(time.RFC3339), LastLogicalDate: sk.Last.Format(time.RFC3339)})
+	}
+	for _, w := range sum.Waiting {
+		wj := WaitingJSON{Pipeline: w.Pipeline, LogicalDate: w.LogicalDate.Format(time.RFC3339), DS: w.DS,
+			Upstream: w.Upstream, UpstreamDS: w.UpstreamDS, UpstreamState: w.UpstreamState}
+		if !w.UpstreamLogicalDate.IsZero() {
+			wj.UpstreamLogicalDate = w.UpstreamLogicalDate.Format(time.RFC3339)
+		}
+		out.Waiting = append(out.Waiting, wj)
+	}
+	for _, h := range sum.Held {
+		out.Held = append(out.Held, HeldJSON{Pipeline: h.Pipeline, BackfillID: h.BackfillID, BackfillState: h.BackfillState, DS: append([]string{}, h.DS...)})
+	}
+	for _, st := range sum.Stuck {
+		out.Stuck = append(out.Stuck, StuckJSON{Pipeline: st.Pipeline, LogicalDate: st.LogicalDate.Format(time.RFC3339), DS: st.DS,
+			UnfinishedTasks: append([]string{}, st.Waiting...)})
+	}
+	return out
+}
+
+// LakeTable is `lake show TABLE --json` of what package lake says of it.
+func LakeTable(table string, snaps []lake.SnapshotInfo, refs map[string]int64, stats map[string]lake.PartitionStat) LakeTableJSON {
+	out := LakeTableJSON{Table: table, Snapshots: []LakeSnapshotJSON{}, Refs: []LakeRefJSON{}, Partitions: []LakePartitionJSON{}}
+	for _, sn := range snaps {
+		sj := LakeSnapshotJSON{ID: sn.ID, Time: sn.Time.UTC().Format(time.RFC3339Nano), Operation: sn.Operation, RunID: sn.Summary["rewind.run-id"]}
+		if sn.ParentID != 0 {
+			sj.ParentID = &sn.ParentID
+		}
+		out.Snapshots = append(out.Snapshots, sj)
+	}
+	for _, name := range slices.Sorted(maps.Keys(refs)) {
+		out.Refs = append(out.Refs, LakeRefJSON{Name: name, SnapshotID: refs[name]})
+	}
+	for _, p := range slices.Sorted(maps.Keys(stats)) {
+		out.Partitions = append(out.Partitions, LakePartitionJSON{Partition: p, Rows: stats[p].Rows})
+	}
+	return out
+}
+
+// Watermark is `watermark show --json` of the pipeline's watermark wm; a
+// zero wm is none.
+func Watermark(pipeline string, wm store.Watermark) WatermarkJSON {
+	out := WatermarkJSON{Pipeline: pipeline}
+	if !wm.LogicalDate.IsZero() {
+		out.Watermark = wm.LogicalDate.Format(time.RFC3339)
+		out.UpdatedAt = wm.UpdatedAt.UTC().Format(time.RFC3339)
 	}
 	return out
 }

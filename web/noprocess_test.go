@@ -209,6 +209,7 @@ func TestUIStartsNoProcess(t *testing.T) {
 		{"GET", "/api/backfills/" + url.PathEscape(bid), nil, 200},
 		{"GET", "/api/backfills/" + url.PathEscape(bid) + "/status", nil, 200},
 		{"GET", cell.Attempts[0].Log, nil, 200},
+		{"GET", "/metrics", nil, 200},
 		{"GET", "/nowhere", nil, 404},
 	}
 

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/store"
 	"github.com/rewind-dev/rewind/timetable"
 )
@@ -62,17 +63,36 @@ type BackfillSummaryJSON struct {
 }
 
 func (s *Server) pipelines(ctx context.Context) ([]PipelineJSON, error) {
-	stored, err := s.o.State.ListPipelines(ctx)
-	if err != nil {
-		return nil, err
+	return Pipelines(ctx, s.o.Workspace, s.o.State, s.o.Now())
+}
+
+// PipelineReader reads what the pipelines page shows of the state (a
+// store.Store is one).
+type PipelineReader interface {
+	ListPipelines(ctx context.Context) ([]store.Pipeline, error)
+	ListRuns(ctx context.Context, p store.ListRunsParams) ([]store.Run, error)
+	GetWatermark(ctx context.Context, pipeline string) (store.Watermark, error)
+}
+
+// Pipelines are the pipelines of ws and of the state st, by name, as GET
+// /api/pipelines serves them and `rewind list --json` prints them; st nil
+// is a workspace without a state yet (nothing paused, no run). now decides
+// each pipeline's next interval to become due.
+func Pipelines(ctx context.Context, ws *dsl.Workspace, st PipelineReader, now time.Time) ([]PipelineJSON, error) {
+	var stored []store.Pipeline
+	var runs []store.Run
+	if st != nil {
+		var err error
+		if stored, err = st.ListPipelines(ctx); err != nil {
+			return nil, err
+		}
+		if runs, err = st.ListRuns(ctx, store.ListRunsParams{}); err != nil {
+			return nil, err
+		}
 	}
 	byName := map[string]store.Pipeline{}
 	for _, p := range stored {
 		byName[p.Name] = p
-	}
-	runs, err := s.o.State.ListRuns(ctx, store.ListRunsParams{})
-	if err != nil {
-		return nil, err
 	}
 	counts := map[string]map[string]int{}
 	last := map[string]store.Run{}
@@ -83,10 +103,9 @@ func (s *Server) pipelines(ctx context.Context) ([]PipelineJSON, error) {
 		counts[r.Pipeline][string(r.State)]++
 		last[r.Pipeline] = r // ordered by logical date
 	}
-	now := s.o.Now()
-	var out []PipelineJSON
+	out := []PipelineJSON{}
 	seen := map[string]bool{}
-	for _, p := range s.o.Workspace.Pipelines {
+	for _, p := range ws.Pipelines {
 		seen[p.Name] = true
 		pj := PipelineJSON{Name: p.Name, Schedule: p.Schedule, Timezone: p.Timezone.String(), InWorkspace: true,
 			Paused: byName[p.Name].Paused, Tasks: len(p.Tasks)}
@@ -112,7 +131,10 @@ func (s *Server) pipelines(ctx context.Context) ([]PipelineJSON, error) {
 		if r, ok := last[pj.Name]; ok {
 			pj.LastRun = &RunSummaryJSON{ID: r.ID, DS: r.DS, LogicalDate: r.LogicalDate.Format(time.RFC3339), Kind: string(r.Kind), State: string(r.State)}
 		}
-		wm, err := s.o.State.GetWatermark(ctx, pj.Name)
+		if st == nil {
+			continue
+		}
+		wm, err := st.GetWatermark(ctx, pj.Name)
 		switch {
 		case err == nil && !wm.LogicalDate.IsZero():
 			pj.Watermark = wm.LogicalDate.Format(time.RFC3339)
@@ -128,11 +150,17 @@ func (s *Server) backfills(ctx context.Context) ([]BackfillSummaryJSON, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Backfills(list), nil
+}
+
+// Backfills are list as GET /api/backfills serves them and `rewind
+// backfill list --json` prints them, in their order (never null).
+func Backfills(list []store.Backfill) []BackfillSummaryJSON {
 	out := make([]BackfillSummaryJSON, 0, len(list))
 	for _, b := range list {
 		out = append(out, backfillSummary(b))
 	}
-	return out, nil
+	return out
 }
 
 func backfillSummary(b store.Backfill) BackfillSummaryJSON {

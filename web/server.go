@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/metrics"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
 )
@@ -35,6 +36,7 @@ type Reader interface {
 	GetLease(ctx context.Context, name string) (store.Lease, error)
 	ListProbes(ctx context.Context, p store.ListProbesParams) ([]store.ProbeResult, error)
 	TaskDurations(ctx context.Context, p store.TaskDurationsParams) (map[string][]time.Duration, error)
+	Stats(ctx context.Context) (store.Stats, error)
 }
 
 // Options configure a Server.
@@ -74,6 +76,9 @@ type Server struct {
 
 	lakesMu sync.Mutex
 	lakes   *scheduler.Lakes
+
+	// metrics serves /metrics: the state's counts, read at each scrape.
+	metrics http.Handler
 }
 
 //go:embed assets
@@ -110,6 +115,9 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.metrics = metrics.Handler(metrics.NewRegistry(metrics.NewState(metrics.StateOptions{
+		State: o.State, Workspace: func() *dsl.Workspace { return o.Workspace }, Log: o.Log,
+	})), o.Log)
 	s.routes()
 	return s, nil
 }
@@ -141,6 +149,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/backfills/{id}", s.apiBackfill)
 	m.HandleFunc("GET /api/backfills/{id}/status", s.apiBackfillStatus)
 	m.HandleFunc("GET /api/attempts/{id}/log", s.apiLog)
+	m.Handle("GET "+metrics.Path, s.metrics)
 	m.HandleFunc("/", s.notFound)
 }
 
@@ -249,7 +258,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	s.page(w, r, code, "error.html", "Error", map[string]any{"Code": code, "Status": http.StatusText(code), "Message": s.o.Workspace.Redact(msg)})
 }
 
-func isAPI(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/api/") }
+// isAPI reports whether a request is a program's: the JSON API, and the
+// metrics a scraper reads. Its errors are JSON, never a page.
+func isAPI(r *http.Request) bool {
+	return strings.HasPrefix(r.URL.Path, "/api/") || r.URL.Path == metrics.Path
+}
 
 // sendJSON answers v encoded as the CLI encodes it.
 func (s *Server) sendJSON(w http.ResponseWriter, r *http.Request, v any) {

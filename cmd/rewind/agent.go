@@ -44,7 +44,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer st.Close()
-			return agent.Run(ctx, agent.Options{Store: st, Self: lease.Self(), TTL: ttl, Log: schedulerLog(g.stderr, false)})
+			return agent.Run(ctx, agent.Options{Store: st, Self: lease.Self(), TTL: ttl, Log: schedulerLog(&liveRedact{w: g.stderr}, false, logText)})
 		},
 	}
 	c.Flags().DurationVar(&ttl, "ttl", lease.DefaultTTL, "how long the agent's heartbeat lasts")

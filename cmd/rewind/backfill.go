@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -209,10 +210,33 @@ func printPlan(w io.Writer, p *backfill.Plan) {
 			fmt.Fprintf(w, "%s is paused: apply refuses this backfill unless --include-paused (or rewind unpause %s first)\n", p.Pipeline, p.Pipeline)
 		}
 	}
+	// A sub-daily pipeline's dates are named by their date-time: 24 lines
+	// of one day say nothing.
+	subDaily := slices.ContainsFunc(p.Dates, func(d backfill.PlanDate) bool { return !strings.Contains(d.LogicalDate, "T00:00:00") })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DS\tSTATE\tACTION\tPOOL\tHOT BY\tREASON")
+	head := "DS"
+	if subDaily {
+		head = "LOGICAL DATE"
+	}
+	// HOT BY: the detector that routed the date to its pool.
+	if p.Outputs {
+		// Where the date's current result lives: main, or only a branch
+		// (a backfill not cut over); the backfill's version goes to its
+		// branch, then to main at the cutover.
+		fmt.Fprintln(tw, head+"\tSTATE\tACTION\tPOOL\tHOT BY\tRESULT\tREASON")
+	} else {
+		fmt.Fprintln(tw, head+"\tSTATE\tACTION\tPOOL\tHOT BY\tREASON")
+	}
 	for _, d := range p.Dates {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.DS, d.State, d.Action, d.Pool, d.Detector, d.Reason)
+		name := d.DS
+		if subDaily {
+			name = d.LogicalDate
+		}
+		if p.Outputs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, d.State, d.Action, d.Pool, d.Detector, d.Result, d.Reason)
+		} else {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, d.State, d.Action, d.Pool, d.Detector, d.Reason)
+		}
 	}
 	tw.Flush()
 	for _, r := range p.Requires {

@@ -116,10 +116,20 @@ func findBackfill(cmd *cobra.Command, st store.Store, args []string) (store.Back
 }
 
 func newBackfillListCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	c := &cobra.Command{
 		Use:   "list",
 		Short: "List backfills, newest first",
-		Args:  cobra.NoArgs,
+		Long: `List prints every backfill of the state, newest first: id, pipeline,
+window, reprocess, state and phase.
+
+--json prints one JSON array, in the same order, the same as the web
+view's /api/backfills: id, pipeline, start and end (the window's first and
+last logical dates, RFC 3339 with the pipeline's offset), reprocess,
+state, phase, on_hold, rolled_back, created_at and updated_at (UTC).`,
+		Example: `  rewind backfill list --path examples/daily_revenue
+  rewind backfill list --json | jq -r '.[] | select(.state == "running") | .id'`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if _, err := g.workspace(""); err != nil {
 				return err
@@ -133,6 +143,9 @@ func newBackfillListCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return stateError(err, exitState)
 			}
+			if asJSON {
+				return printJSON(g, web.Backfills(list))
+			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tPIPELINE\tWINDOW\tREPROCESS\tSTATE\tPHASE")
 			for _, b := range list {
@@ -141,6 +154,8 @@ func newBackfillListCmd(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
 }
 
 func newBackfillCancelCmd(g *globals) *cobra.Command {

@@ -19,6 +19,7 @@ import (
 	"github.com/rewind-dev/rewind/lake"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
+	"github.com/rewind-dev/rewind/web"
 )
 
 func init() { register(newLakeCmd) }
@@ -69,10 +70,19 @@ func newLakeCmd(g *globals) *cobra.Command {
 }
 
 func newLakeShowCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	c := &cobra.Command{
 		Use:   "show TABLE",
 		Short: "Snapshots, refs (branches and tags) and partitions with row counts",
-		Args:  cobra.ExactArgs(1),
+		Long: `Show prints the table's snapshots (oldest first, with the run that
+committed each), its refs (branches and tags) and the row count of each
+partition of main.
+
+--json prints one JSON object: table, snapshots (id, parent_id, null for
+the first, time in UTC, operation, run_id), refs by name (name,
+snapshot_id) and partitions of main by value (partition, rows).`,
+		Example: "  rewind lake show analytics.fct_daily_revenue --json",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			lk, o, done, err := openOutput(cmd, g, args[0])
@@ -92,10 +102,15 @@ func newLakeShowCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return exitWith(exitFailed, "%v", err)
 			}
+			if asJSON {
+				return printJSON(g, web.LakeTable(o.Table, snaps, refs, stats))
+			}
 			printLakeShow(g.stdout, snaps, refs, stats)
 			return nil
 		},
 	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
 }
 
 func newLakeDiffCmd(g *globals) *cobra.Command {

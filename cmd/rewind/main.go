@@ -72,6 +72,10 @@ read, applied, validated and rolled back.`,
 	for _, f := range commands {
 		root.AddCommand(f(g))
 	}
+	addCompletions(root, g)
+	// cobra's 'completion bash|zsh|fish|powershell', added now rather than
+	// when it runs, so that it is a group like the others.
+	root.InitDefaultCompletionCmd()
 	// Groups (backfill, lake, watermark): an unknown subcommand is a usage
 	// error with suggestions, not the group's help and exit 0.
 	for _, c := range root.Commands() {

@@ -21,8 +21,10 @@ import (
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/executor"
 	"github.com/rewind-dev/rewind/lease"
+	"github.com/rewind-dev/rewind/notify"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/store"
+	"github.com/rewind-dev/rewind/web"
 )
 
 func init() { register(newRunCmd) }
@@ -34,6 +36,7 @@ type runFlags struct {
 	pipelines     []string
 	now           string
 	quiet         bool
+	asJSON        bool
 	newState      bool
 	wait          bool
 	maxActiveRuns int
@@ -65,13 +68,28 @@ A run waiting for upstream data (consumes) holds no max_active_runs slot;
 the summary lists the runs left waiting, with the upstream run each waits
 for, and the runs held by a backfill that is not running.
 
+A pipeline with catchup = false gets only its latest due interval: the
+run that creates it says on stderr (with --quiet too) how many due
+intervals before it, since the pipeline's previous run, got no run, and
+how to run them.
+
+--json prints, instead of the summary, one JSON object on stdout: created,
+attempts, succeeded, failed, interrupted, unfinished, runs (each finished
+run by pipeline and logical date: pipeline, logical_date, ds, run_id,
+kind, state, duration_seconds, reason, failed_tasks with task, state,
+outcome, exit_code, try_number, pool, log_path), paused, skipped (pipeline,
+count, first_logical_date, last_logical_date), waiting, held, stuck and
+warnings. stderr stays as it is. Nothing is printed on stdout when the
+execution did not start (exit 2, 3, 4).
+
 Exit codes: 0 every run succeeded, 1 some run failed or was left
 unfinished (waiting for upstream data, held by a backfill), 2 usage or
 configuration error, 3 another rewind holds the state, 4 the state could
 not be read or written, 130 interrupted.`,
 		Example: `  rewind run --catchup examples/daily_revenue
   rewind run --pipeline daily_revenue --now 2025-07-11T00:00:00Z .
-  rewind run --quiet /etc/rewind/pipelines     # from cron`,
+  rewind run --quiet /etc/rewind/pipelines     # from cron
+  rewind run --json | jq -r '.runs[] | select(.state == "failed") | .run_id'`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o, err := f.options(cmd, g, args)
@@ -110,7 +128,8 @@ not be read or written, 130 interrupted.`,
 	c.Flags().StringArrayVar(&f.pipelines, "pipeline", nil, "run only this pipeline (repeatable)")
 	c.Flags().StringVar(&f.now, "now", "", "fix the clock that decides which intervals are due (RFC 3339)")
 	c.Flags().BoolVar(&f.newState, "new-state", false, "start a new SQLite state even though logs of an earlier one are there (its runs run again)")
-	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "print nothing but errors and the runs that failed")
+	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "print nothing but errors, the runs that failed and the due intervals catchup = false passed over")
+	c.Flags().BoolVar(&f.asJSON, "json", false, "print the summary as one JSON object on stdout")
 	c.Flags().BoolVar(&f.wait, "wait", false, "wait for another rewind on the same state to finish instead of exiting with code 3")
 	c.Flags().IntVar(&f.maxActiveRuns, "max-active-runs", 0, "override every pipeline's max_active_runs")
 	c.Flags().DurationVar(&f.grace, "grace", 10*time.Second, "on Ctrl-C, how long running attempts get before they are killed")
@@ -149,7 +168,7 @@ func (f *runFlags) options(cmd *cobra.Command, g *globals, args []string) (sched
 	return scheduler.Options{
 		Workspace: w, Pipelines: f.pipelines, Catchup: f.catchup, Now: nowT,
 		MaxActiveRuns: f.maxActiveRuns, Home: homeDir(g), Wait: f.wait, Grace: f.grace,
-		EnsureAgent: agentStarter(g, lease.DefaultTTL),
+		EnsureAgent: agentStarter(g, lease.DefaultTTL), Notify: true,
 	}, nil
 }
 
@@ -169,12 +188,25 @@ func (f *runFlags) report(ctx context.Context, g *globals, st store.Store, sum *
 	if errors.As(err, &busy) {
 		return exitWith(exitLeaseBusy, "%v", busy)
 	}
-	failed := failedRuns(st, sum)
-	if sum != nil && !f.quiet {
+	most := mostFailed
+	if f.asJSON {
+		most = -1 // a script reads them all
+	}
+	failed := failedRuns(st, sum, most)
+	switch {
+	case sum != nil && f.asJSON:
+		if jerr := printJSON(g, web.RunReport(sum, failed)); jerr != nil && err == nil {
+			err = jerr
+		}
+		failed = failed[:min(len(failed), mostFailed)]
+	case sum != nil && !f.quiet:
 		printSummary(g.stdout, sum, failed)
 		if len(sum.Finished) == 0 && err == nil {
 			printFailedWaiting(g.stdout, st, f.pipelines)
 		}
+	}
+	if sum != nil {
+		printSkipped(g.stderr, sum.Skipped)
 	}
 	if f.quiet {
 		// From cron, the runs that failed are what someone must hear of.
@@ -184,6 +216,9 @@ func (f *runFlags) report(ctx context.Context, g *globals, st store.Store, sum *
 		if n := failedCount(sum); n > len(failed) {
 			fmt.Fprintf(g.stderr, "... and %d more failed runs (rewind runs --failed lists them)\n", n-len(failed))
 		}
+	}
+	if sum != nil {
+		printNotifications(g.stderr, sum.Notifications)
 	}
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "unknown pipeline") {
@@ -208,6 +243,21 @@ func (f *runFlags) report(ctx context.Context, g *globals, st store.Store, sum *
 		return &exitError{code: exitFailed}
 	}
 	return nil
+}
+
+// printNotifications says, on stderr and also with --quiet (a silent alert
+// channel is what cron must not hide), which deadlines were missed and
+// which notifications could not be sent.
+func printNotifications(w io.Writer, n scheduler.NotifySummary) {
+	if n.DeadlinesMissed > 0 {
+		fmt.Fprintf(w, "deadline missed: %s queued (deadline_missed)\n", plural(n.DeadlinesMissed, "notification"))
+	}
+	if n.Retried > 0 {
+		fmt.Fprintf(w, "warning: %s not delivered; the next rewind tries again: %s\n", plural(n.Retried, "notification"), n.Errors[len(n.Errors)-1])
+	}
+	if n.GaveUp > 0 {
+		fmt.Fprintf(w, "error: %s given up after %s of tries\n", plural(n.GaveUp, "notification"), notify.MaxAge)
+	}
 }
 
 // progress shows a catchup: a live bar on a terminal, a plain line every
@@ -273,16 +323,30 @@ func (p *progress) finish() {
 // mostFailed is how many failed runs a summary names one by one.
 const mostFailed = 20
 
-// failedRuns reads what failed in the failed runs of sum (at most
-// mostFailed); on a state error, the summary's task names.
-func failedRuns(st store.Store, sum *scheduler.Summary) []scheduler.FailedRun {
+// failedRuns reads what failed in the failed runs of sum (at most most;
+// all when most < 0); on a state error, those it could read.
+func failedRuns(st store.Store, sum *scheduler.Summary, most int) []scheduler.FailedRun {
 	if st == nil || failedCount(sum) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, _ := scheduler.FailedRuns(ctx, st, sum, mostFailed)
+	out, _ := scheduler.FailedRuns(ctx, st, sum, most)
 	return out
+}
+
+// printSkipped says, once per pipeline, which due intervals catchup = false
+// passed over, and how to run them.
+func printSkipped(w io.Writer, skipped []scheduler.SkippedIntervals) {
+	for _, s := range skipped {
+		first, last := s.First.Format(time.RFC3339), s.Last.Format(time.RFC3339)
+		span := first
+		if s.Count > 1 {
+			span += " .. " + last
+		}
+		fmt.Fprintf(w, "note: %s has catchup = false: %s before its latest got no run (%s); to run them: rewind run --catchup --pipeline %s, or rewind backfill apply %s --start %s --end %s\n",
+			s.Pipeline, plural(s.Count, "due interval"), span, s.Pipeline, s.Pipeline, first, last)
+	}
 }
 
 func failedCount(sum *scheduler.Summary) int {

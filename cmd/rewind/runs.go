@@ -100,7 +100,7 @@ still filters, with a note to use --status.`,
 	c.Flags().StringVar(&pipeline, "pipeline", "", "only this pipeline")
 	c.Flags().StringArrayVar(&states, "state", nil, "the state to read (sqlite:PATH or postgres://...), as for every command; a run state here still filters (use --status)")
 	c.Flags().StringArrayVar(&statuses, "status", nil, "only runs in this state: queued, running, success, failed (repeatable, or a comma list)")
-	c.Flags().BoolVar(&failed, "failed", false, "only failed runs (--state failed)")
+	c.Flags().BoolVar(&failed, "failed", false, "only failed runs (--status failed)")
 	c.Flags().StringVar(&start, "start", "", "first ds (YYYY-MM-DD) or logical date (RFC 3339)")
 	c.Flags().StringVar(&end, "end", "", "last ds or logical date, inclusive")
 	c.Flags().IntVar(&limit, "limit", 0, "only the latest N runs selected")

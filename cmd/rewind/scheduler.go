@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"sync"
@@ -15,6 +17,9 @@ import (
 	"github.com/rewind-dev/rewind/daemon"
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/lease"
+	"github.com/rewind-dev/rewind/metrics"
+	"github.com/rewind-dev/rewind/store"
+	"github.com/rewind-dev/rewind/web"
 )
 
 func init() { register(newSchedulerCmd) }
@@ -28,6 +33,8 @@ func newSchedulerCmd(g *globals) *cobra.Command {
 		grace        time.Duration
 		poll         time.Duration
 		ttl          time.Duration
+		metricsAddr  string
+		logFormat    string
 	)
 	c := &cobra.Command{
 		Use:   "scheduler [PATH]",
@@ -67,16 +74,33 @@ Attempts that run as Slurm jobs are not cancelled: they run on, and the
 next scheduler adopts them by their job ids ('rewind run' interrupted
 scancels its jobs).
 
-Log lines go to stderr (--quiet: warnings and errors only).
+Log lines go to stderr (--quiet: warnings and errors only), as text
+(key=value) or, with --log-format json, one JSON object per line with the
+keys time, level and msg, then the line's own keys.
+
+--metrics-listen ADDR serves Prometheus metrics at http://ADDR/metrics:
+the state's runs, attempts, queues, pools, backfills and leader, read at
+each scrape, and this scheduler's executions and takeovers. The endpoint
+has no authentication and shows names only (pipelines, pools, hosts):
+listen on loopback or on a network that only Prometheus reaches.
 
 Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error
 (the files do not load at start), 4 the state could not be opened.`,
 		Example: `  rewind scheduler /etc/rewind/pipelines
+  rewind scheduler --metrics-listen 127.0.0.1:9464 --log-format json .
   rewind scheduler --state postgres://rewind@db/rewind --lease-ttl 3m --grace 1m .`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkDurations(grace, ttl, poll); err != nil {
 				return err
+			}
+			if err := checkLogFormat(logFormat); err != nil {
+				return err
+			}
+			if metricsAddr != "" {
+				if _, _, err := net.SplitHostPort(metricsAddr); err != nil {
+					return exitWith(exitUsage, "--metrics-listen %q: want HOST:PORT (127.0.0.1:9464): %v", metricsAddr, err)
+				}
 			}
 			grace, err := schedulerGrace(grace, ttl, cmd.Flags().Changed("grace"))
 			if err != nil {
@@ -113,11 +137,20 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error
 			}
 			defer st.Close()
 			out := &liveRedact{w: g.stderr, ws: w}
-			log := schedulerLog(out, quiet)
+			log := schedulerLog(out, quiet, logFormat)
+			var m *metrics.Scheduler
+			if metricsAddr != "" {
+				m = metrics.NewScheduler()
+				stopMetrics, err := serveMetrics(ctx, metricsAddr, st, out, m, log)
+				if err != nil {
+					return err
+				}
+				defer stopMetrics()
+			}
 			err = daemon.Serve(ctx, daemon.ServeOptions{
 				Store: st, Path: path, LoadOptions: opts, Workspace: w, Home: homeDir(g),
 				Grace: grace, PollEvery: poll, Reload: reload, Log: log, LeaseTTL: ttl,
-				EnsureAgent: agentStarter(g, ttl), PauseNewOver: pauseNewOver,
+				EnsureAgent: agentStarter(g, ttl), PauseNewOver: pauseNewOver, Metrics: m,
 				OnLoad: out.use,
 				OnWarning: func(msg string) {
 					log.Warn(msg)
@@ -136,7 +169,46 @@ Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage or configuration error
 	c.Flags().DurationVar(&grace, "grace", 10*time.Second, "on SIGTERM/SIGINT, how long running attempts get before they are killed (under 0.4 x --lease-ttl)")
 	c.Flags().DurationVar(&ttl, "lease-ttl", lease.DefaultTTL, "how long the leadership and the attempts' lease.Heartbeat last without renewal: a standby takes over within it")
 	c.Flags().DurationVar(&poll, "poll", daemon.DefaultPollEvery, "how often to look at the pipeline files for changes")
+	c.Flags().StringVar(&metricsAddr, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (HOST:PORT; no authentication: names only); default off")
+	c.Flags().StringVar(&logFormat, "log-format", logText, "log lines as text (key=value) or json (one object per line: time, level, msg, ...)")
 	return c
+}
+
+// The log formats of --log-format.
+const (
+	logText = "text"
+	logJSON = "json"
+)
+
+func checkLogFormat(format string) error {
+	if format != logText && format != logJSON {
+		return exitWith(exitUsage, "--log-format %q: want text or json", format)
+	}
+	return nil
+}
+
+// serveMetrics listens on addr and serves the metrics of the state st
+// and of the scheduler m there until ctx ends; stop waits for the server
+// to close. The pools and sensitive values are those of the definition in
+// use (ws).
+func serveMetrics(ctx context.Context, addr string, st store.Store, ws *liveRedact, m *metrics.Scheduler, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, exitWith(exitUsage, "--metrics-listen %s: %v", addr, err)
+	}
+	reg := metrics.NewRegistry(metrics.NewState(metrics.StateOptions{State: st, Workspace: ws.workspace, Log: log}), m)
+	mux := http.NewServeMux()
+	mux.Handle("GET "+metrics.Path, metrics.Handler(reg, log))
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := web.Serve(ctx, ln, mux); err != nil {
+			log.Error("metrics: the server stopped", "error", err)
+		}
+	}()
+	log.Info("serving metrics", "url", "http://"+ln.Addr().String()+metrics.Path)
+	return func() { cancel(); <-done }, nil
 }
 
 // schedulerGrace checks --grace against --lease-ttl: a scheduler that
@@ -191,14 +263,35 @@ func reloadOnHUP(ctx context.Context) (reload <-chan struct{}, stop func()) {
 	return requests, func() { signal.Stop(hup) }
 }
 
-// schedulerLog is the scheduler's log: text lines on out, warnings and
-// errors only when quiet.
-func schedulerLog(out io.Writer, quiet bool) *slog.Logger {
+// schedulerLog is the scheduler's log on out: text lines, or JSON lines
+// with format json (slog's keys: time, level, msg, then the attributes;
+// durations as text, as in the text lines);
+// warnings and errors only when quiet. Each string value (and error) is
+// redacted before it is quoted or escaped, where out's redaction of the
+// whole line could miss a secret whose escaped form differs.
+func schedulerLog(out *liveRedact, quiet bool, format string) *slog.Logger {
 	level := slog.LevelInfo
 	if quiet {
 		level = slog.LevelWarn
 	}
-	return slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		switch a.Value.Kind() {
+		case slog.KindString:
+			a.Value = slog.StringValue(out.redact(a.Value.String()))
+		case slog.KindDuration:
+			// "30s" in JSON as in text, not a count of nanoseconds.
+			a.Value = slog.StringValue(a.Value.Duration().String())
+		case slog.KindAny:
+			if err, ok := a.Value.Any().(error); ok {
+				a.Value = slog.StringValue(out.redact(err.Error()))
+			}
+		}
+		return a
+	}}
+	if format == logJSON {
+		return slog.New(slog.NewJSONHandler(out, opts))
+	}
+	return slog.New(slog.NewTextHandler(out, opts))
 }
 
 // liveRedact scrubs the sensitive values of the definition in use (the
@@ -214,6 +307,16 @@ func (r *liveRedact) use(ws *dsl.Workspace) {
 	r.ws = ws
 	r.mu.Unlock()
 }
+
+// workspace is the definition in use.
+func (r *liveRedact) workspace() *dsl.Workspace {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ws
+}
+
+// redact scrubs the sensitive values of the definition in use from s.
+func (r *liveRedact) redact(s string) string { return r.workspace().Redact(s) }
 
 func (r *liveRedact) Write(p []byte) (int, error) {
 	r.mu.Lock()

@@ -38,6 +38,9 @@ needs a token (--token, or better REWIND_UI_TOKEN, since ps shows argv),
 which every request then carries as 'Authorization: Bearer TOKEN' (a
 browser signs in once with a form). Ctrl-C or SIGTERM stops it.
 
+/metrics serves the state's Prometheus metrics in the text format, under
+the same rule: with a token, the scraper sends it as a bearer token.
+
 Behind a reverse proxy that terminates TLS, name the proxy's address with
 --trusted-proxy (repeatable; an address or a CIDR): its X-Forwarded-Proto:
 https then marks the sign-in cookie Secure, as a direct TLS request would.

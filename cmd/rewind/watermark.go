@@ -10,6 +10,7 @@ import (
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/store"
+	"github.com/rewind-dev/rewind/web"
 )
 
 func init() { register(newWatermarkCmd) }
@@ -24,10 +25,16 @@ func newWatermarkCmd(g *globals) *cobra.Command {
 }
 
 func newWatermarkShowCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	c := &cobra.Command{
 		Use:   "show PIPELINE",
 		Short: "Print the pipeline's watermark",
-		Args:  cobra.ExactArgs(1),
+		Long: `Show prints the pipeline's watermark: the latest logical date up to which
+every run succeeded. --json prints one JSON object: pipeline, watermark
+(RFC 3339 with the pipeline's offset) and updated_at (UTC), both "" when
+the pipeline has none.`,
+		Example: "  rewind watermark show daily_revenue --json",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if _, err := g.workspace(""); err != nil {
 				return err
@@ -42,16 +49,24 @@ func newWatermarkShowCmd(g *globals) *cobra.Command {
 			}
 			wm, err := st.GetWatermark(cmd.Context(), args[0])
 			if errors.Is(err, store.ErrNotFound) {
-				fmt.Fprintf(g.stdout, "%s: no watermark\n", args[0])
-				return nil
+				wm, err = store.Watermark{}, nil
 			}
 			if err != nil {
 				return stateError(err, exitState)
 			}
-			fmt.Fprintf(g.stdout, "%s: %s\n", args[0], wm.LogicalDate.Format(time.RFC3339))
+			switch {
+			case asJSON:
+				return printJSON(g, web.Watermark(args[0], wm))
+			case wm.LogicalDate.IsZero():
+				fmt.Fprintf(g.stdout, "%s: no watermark\n", args[0])
+			default:
+				fmt.Fprintf(g.stdout, "%s: %s\n", args[0], wm.LogicalDate.Format(time.RFC3339))
+			}
 			return nil
 		},
 	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
 }
 
 func newWatermarkSetCmd(g *globals) *cobra.Command {
