@@ -72,6 +72,10 @@ type PlanDate struct {
 	Result string `json:"result,omitempty"`
 	Pool   string `json:"pool"`
 	Reason string `json:"reason"`
+	// Detector names the detector that routed the date to Pool
+	// (hot_dates, hot_when, probe, history, oom_escalation; skew.Detector*);
+	// "" when none did.
+	Detector string `json:"detector"`
 }
 
 // WatermarkReset is a watermark a backfill moves back.
@@ -219,7 +223,7 @@ func MakePlan(ctx context.Context, st store.Store, pp PlanParams) (*Plan, error)
 	}
 	for i, iv := range ivs {
 		d := PlanDate{LogicalDate: iv.Start.Format(time.RFC3339), DS: iv.DS(), State: "none", Action: "create",
-			Pool: routes[i].Pool, Reason: routes[i].Reason}
+			Pool: routes[i].Pool, Reason: routes[i].Reason, Detector: routes[i].Detector}
 		if r, ok := existing[iv.Start.Unix()]; ok {
 			d.State = string(r.State)
 			d.Action = "skip"

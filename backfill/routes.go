@@ -53,7 +53,7 @@ func PlanRoutes(ctx context.Context, st store.Store, ws *dsl.Workspace, plan *Pl
 		probe = skew.Measure(ctx, def, def.Skew, nil) // memoized: no probe runs again
 	}
 	for i := range plan.Dates {
-		plan.Dates[i].Pool, plan.Dates[i].Reason = routes[i].Pool, ws.Redact(routes[i].Reason)
+		plan.Dates[i].Pool, plan.Dates[i].Reason, plan.Dates[i].Detector = routes[i].Pool, ws.Redact(routes[i].Reason), routes[i].Detector
 		r, ok := byDate[ivs[i].Start.Unix()]
 		if !ok {
 			continue
@@ -63,26 +63,10 @@ func PlanRoutes(ctx context.Context, st store.Store, ws *dsl.Workspace, plan *Pl
 				return err
 			}
 		}
-		tis := map[string]store.TaskInstance{}
-		for _, ti := range r.Tasks {
-			tis[ti.Task] = ti
-		}
 		rv := dsl.RunVars{ID: store.RunID(r.Kind, ivs[i].Start), Pipeline: def.Name, LogicalDate: ivs[i].Start,
 			DataIntervalStart: ivs[i].Start, DataIntervalEnd: ivs[i].End, Kind: string(store.KindBackfill)}
-		for _, t := range def.Tasks {
-			ti, ok := tis[t.Name]
-			if !ok || len(ti.Attempts) == 0 {
-				continue
-			}
-			var pr *skew.Probes
-			if t.EffectiveSkew(def) == def.Skew {
-				pr = probe
-			}
-			rt := skew.Task(ws, def, t, rv, pr, skew.History{Attempts: ti.Attempts, Median: skew.MedianDuration(medians[t.Name])})
-			if strings.HasPrefix(rt.Reason, "oom escalation") || strings.HasPrefix(rt.Reason, "history:") {
-				plan.Dates[i].Pool, plan.Dates[i].Reason = rt.Pool, ws.Redact("task "+t.Name+": "+rt.Reason)
-				break
-			}
+		if rt, ok := skew.RunRoute(ws, def, r, rv, probe, medians); ok {
+			plan.Dates[i].Pool, plan.Dates[i].Reason, plan.Dates[i].Detector = rt.Pool, ws.Redact(rt.Reason), rt.Detector
 		}
 	}
 	return nil

@@ -4,7 +4,9 @@
 // execution of the engine (package scheduler) for what is due, and elects
 // one active scheduler among several on one state through the leader lease
 // (package lease), the others standing by. It also renders the crontab
-// lines for teams that run `rewind run` from cron instead.
+// entries for teams that run `rewind run` from cron instead, translated
+// from each pipeline's timezone into the one the cron daemon schedules in
+// (Debian's cron ignores CRON_TZ), which a systemd timer reads as well.
 //
 // It decides no transition of a run or a task itself: every execution is
 // the engine's, fenced by the execution lease.

@@ -81,6 +81,9 @@ type hashTask struct {
 	DependsOnPast bool
 	Limits        []string
 	Skew          *hashSkew
+	// SkewHistory is left out when unset: the hashes of tasks without it
+	// stay as they were.
+	SkewHistory *bool `json:",omitempty"`
 }
 
 type hashSkew struct {
@@ -89,6 +92,11 @@ type hashSkew struct {
 	Probe     string
 	HotFactor float64
 	Pool      string
+	// HistoryOff and HistoryMin are left out at their defaults (history
+	// on, a floor of DefaultHistoryMinDuration): the hashes of skew blocks
+	// without them stay as they were.
+	HistoryOff bool   `json:",omitempty"`
+	HistoryMin string `json:",omitempty"`
 }
 
 func (l *loader) hashPipeline(p *Pipeline) string {
@@ -142,11 +150,18 @@ func (l *loader) hashPipeline(p *Pipeline) string {
 		}
 		usePool(s.Pool)
 		return &hashSkew{
-			HotDates:  s.HotDates,
-			HotWhen:   l.fingerprint(s.hotWhen, s.ctx),
-			Probe:     l.fingerprint(s.probe, s.ctx),
-			HotFactor: s.HotFactor,
-			Pool:      s.Pool,
+			HotDates:   s.HotDates,
+			HotWhen:    l.fingerprint(s.hotWhen, s.ctx),
+			Probe:      l.fingerprint(s.probe, s.ctx),
+			HotFactor:  s.HotFactor,
+			Pool:       s.Pool,
+			HistoryOff: !s.History,
+			HistoryMin: func() string {
+				if s.HistoryMinDuration == DefaultHistoryMinDuration {
+					return ""
+				}
+				return s.HistoryMinDuration.String()
+			}(),
 		}
 	}
 	for _, t := range p.Tasks {
@@ -164,6 +179,7 @@ func (l *loader) hashPipeline(p *Pipeline) string {
 			DependsOnPast: t.DependsOnPast,
 			Limits:        t.Limits,
 			Skew:          skew(t.Skew),
+			SkewHistory:   t.SkewHistory,
 		})
 		usePool(t.Pool)
 		for _, name := range t.Limits {

@@ -17,6 +17,11 @@ const DefaultHotFactor = 3.0
 // with the median of the due dates within 14 days of it, before and after.
 const DefaultProbeWindow = 14 * 24 * time.Hour
 
+// DefaultHistoryMinDuration is history_min_duration when unset: a try
+// shorter than a minute is never hot by history, however it compares with
+// the task's median (32 ms against a median of 6 ms is noise, not skew).
+const DefaultHistoryMinDuration = time.Minute
+
 var skewSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "hot_dates"},
@@ -25,19 +30,23 @@ var skewSchema = &hcl.BodySchema{
 		{Name: "hot_factor"},
 		{Name: "probe_window"},
 		{Name: "pool"},
+		{Name: "history"},
+		{Name: "history_min_duration"},
 	},
 }
 
 func (l *loader) decodeSkew(b *hcl.Block, p *Pipeline, ctx *hcl.EvalContext, sc scope) *Skew {
 	s := &Skew{
-		HotFactor:   DefaultHotFactor,
-		ProbeWindow: DefaultProbeWindow,
-		DeclRange:   b.DefRange,
-		ctx:         ctx,
-		dir:         p.Dir,
-		loc:         p.Timezone,
-		pipeline:    p.Name,
-		pass:        l.ws.Environment.Pass,
+		HotFactor:          DefaultHotFactor,
+		ProbeWindow:        DefaultProbeWindow,
+		History:            true,
+		HistoryMinDuration: DefaultHistoryMinDuration,
+		DeclRange:          b.DefRange,
+		ctx:                ctx,
+		dir:                p.Dir,
+		loc:                p.Timezone,
+		pipeline:           p.Name,
+		pass:               l.ws.Environment.Pass,
 	}
 	content, diags := b.Body.Content(skewSchema)
 	l.diags = append(l.diags, diags...)
@@ -91,6 +100,17 @@ func (l *loader) decodeSkew(b *hcl.Block, p *Pipeline, ctx *hcl.EvalContext, sc 
 		}
 		if attrs["probe"] == nil {
 			l.errorf(attr.Expr.Range(), "probe_window without probe", "probe_window sets the dates a probe's value is compared with; this skew block has no probe.")
+		}
+	}
+	if v, ok := l.boolAttr(attrs["history"], ctx, sc); ok {
+		s.History = v
+	}
+	if attr := attrs["history_min_duration"]; attr != nil {
+		if d, ok := l.durationAttr(attr, ctx, sc); ok {
+			s.HistoryMinDuration = d
+		}
+		if !s.History {
+			l.errorf(attr.Expr.Range(), "history_min_duration without history", "history_min_duration is the shortest try the history detector counts; this skew block turns history off (history = false).")
 		}
 	}
 	if attr := attrs["pool"]; attr == nil {

@@ -33,6 +33,7 @@ var taskSchema = &hcl.BodySchema{
 		{Name: "workdir"},
 		{Name: "for_each"},
 		{Name: "limits"},
+		{Name: "skew_history"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "skew"},
@@ -256,6 +257,14 @@ func (l *loader) decodeTask(p *Pipeline, b *hcl.Block, content *hcl.BodyContent,
 	}
 	if skewBlock != nil {
 		t.Skew = l.decodeSkew(skewBlock, p, ctx, sc)
+	}
+	if attr := attrs["skew_history"]; attr != nil {
+		if v, ok := l.boolAttr(attr, ctx, sc); ok {
+			t.SkewHistory = &v
+		}
+		if t.EffectiveSkew(p) == nil {
+			l.errorf(attr.Expr.Range(), "skew_history without a skew block", "skew_history turns the history detector of a skew block on or off for the task %q, and neither the task nor its pipeline has a skew block.", t.Label)
+		}
 	}
 	return d
 }

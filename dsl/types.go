@@ -270,6 +270,10 @@ type Task struct {
 	Limits []string
 	// Skew is the task's own skew block; nil means the pipeline's applies.
 	Skew *Skew
+	// SkewHistory is the task's skew_history: whether the history detector
+	// routes this task, whatever its skew block's history says; nil when
+	// unset (the block decides).
+	SkewHistory *bool
 
 	// command, env and workdir templates, evaluated per run by Render.
 	command   hcl.Expression
@@ -291,8 +295,15 @@ type Skew struct {
 	// dates within ProbeWindow of it, before and after (default 14 days),
 	// whatever dates are being run.
 	ProbeWindow time.Duration
-	Pool        string
-	DeclRange   hcl.Range
+	// History turns the history detector on (the default): a task instance
+	// whose last successful try ran longer than HotFactor x the task's
+	// median duration is hot, when that try ran at least HistoryMinDuration
+	// (default DefaultHistoryMinDuration; 0: no floor). A task's
+	// skew_history overrides History for that task.
+	History            bool
+	HistoryMinDuration time.Duration
+	Pool               string
+	DeclRange          hcl.Range
 
 	// HotWhenText and ProbeText are the expressions as written ("" when unset).
 	HotWhenText string

@@ -418,7 +418,8 @@ pipeline "p" {
 }
 
 // History: a date whose last successful attempt ran far longer than the
-// task's median goes straight to the large pool when it runs again.
+// task's median, and at least history_min_duration, goes straight to the
+// large pool when it runs again.
 func TestHistoryRoutesSlowDates(t *testing.T) {
 	e := newEnv(t, `
 pool "large" { slots = 2 }
@@ -428,8 +429,9 @@ pipeline "p" {
   end_date        = "2025-07-07"
   max_active_runs = 7
   skew {
-    hot_factor = 3
-    pool       = "large"
+    hot_factor           = 3
+    history_min_duration = "1s"
+    pool                 = "large"
   }
   task "t" {
     command = "echo $REWIND_DS $REWIND_POOL >> pools.log; if [ $REWIND_DS = 2025-07-04 ]; then sleep 2; else sleep 0.2; fi"

@@ -1,10 +1,13 @@
 // Package skew decides which pool each date of a pipeline runs in: the
 // pipeline's skew block (an explicit list of hot dates, an HCL expression
 // over run.*, a probe command's measured size against the median of its
-// window), the history of a task instance's attempts (a date that ran far
-// longer than its peers), and the escalation of a pool whose attempt ran
-// out of memory. Every decision carries the reason that made it, which
-// plans and the web view show. It runs probe commands through package
+// window), the history of a task instance's attempts (a date whose last
+// successful try ran far longer than its peers, and at least the block's
+// history_min_duration: a try of milliseconds is never hot by history; off
+// with history = false, or for one task with skew_history = false), and
+// the escalation of a pool whose attempt ran out of memory. Every decision
+// carries the detector that made it (Route.Detector) and its reason, which
+// plans, rewind dates and the web view show. It runs probe commands through package
 // executor and memoizes them per command; it never writes the state and
 // never starts an attempt.
 package skew
@@ -38,7 +41,22 @@ type Route struct {
 	// the pool: "hot_dates", "hot_when: <expr>", "probe: <value> > <f> x
 	// median <m>", "history: ...", or the OOM escalation.
 	Reason string
+	// Detector is the detector that found the date hot, one of the
+	// Detector* names; "" when no detector did (the task's own pool, or a
+	// probe that failed).
+	Detector string
 }
+
+// The detectors that route a date to a larger pool (Route.Detector): the
+// four ways a skew block finds a hot date, and the OOM escalation of a
+// pool.
+const (
+	DetectorHotDates = "hot_dates" // the explicit list
+	DetectorHotWhen  = "hot_when"  // the expression over run.*
+	DetectorProbe    = "probe"     // the measured size against its window's median
+	DetectorHistory  = "history"   // the last successful try against the task's median
+	DetectorOOM      = "oom_escalation"
+)
 
 // History is what the state knows of a task instance's past attempts.
 type History struct {
@@ -64,17 +82,9 @@ func Task(ws *dsl.Workspace, p *dsl.Pipeline, t *dsl.Task, rv dsl.RunVars, probe
 	if r, ok := skewRoute(skew, rv, probe); ok {
 		return r
 	}
-	if n := len(h.Attempts); n > 0 && h.Median > 0 {
-		for i := n - 1; i >= 0; i-- {
-			a := h.Attempts[i]
-			if a.State != store.AttemptSuccess || a.EndedAt.IsZero() {
-				continue
-			}
-			if d := a.EndedAt.Sub(a.StartedAt); float64(d) > skew.HotFactor*float64(h.Median) {
-				return Route{Pool: skew.Pool, Reason: fmt.Sprintf("history: try %d ran %s, over %g x the median %s",
-					a.TryNumber, d.Round(time.Millisecond), skew.HotFactor, h.Median.Round(time.Millisecond))}
-			}
-			break
+	if HistoryOn(skew, t) {
+		if r, ok := historyRoute(skew, h); ok {
+			return r
 		}
 	}
 	if msg := probe.failure(rv.LogicalDate); msg != "" {
@@ -83,21 +93,85 @@ func Task(ws *dsl.Workspace, p *dsl.Pipeline, t *dsl.Task, rv dsl.RunVars, probe
 	return Route{Pool: base}
 }
 
+// RunRoute is the route that the history of run r's tasks gives its date
+// (rv: its run.*), as the engine routes their next attempts: the first task
+// of def whose attempts send it to another pool, by an OOM escalation or
+// by the history detector, with "task NAME: " before the reason; ok is
+// false when no task's history does. medians are the durations of each
+// task's recent successful attempts (store.TaskDurations); probe (nil:
+// none) is the measurements of the pipeline's skew block.
+func RunRoute(ws *dsl.Workspace, def *dsl.Pipeline, r store.Run, rv dsl.RunVars, probe *Probes, medians map[string][]time.Duration) (Route, bool) {
+	tis := map[string]store.TaskInstance{}
+	for _, ti := range r.Tasks {
+		tis[ti.Task] = ti
+	}
+	for _, t := range def.Tasks {
+		ti, ok := tis[t.Name]
+		if !ok || len(ti.Attempts) == 0 {
+			continue
+		}
+		var pr *Probes
+		if t.EffectiveSkew(def) == def.Skew {
+			pr = probe
+		}
+		rt := Task(ws, def, t, rv, pr, History{Attempts: ti.Attempts, Median: MedianDuration(medians[t.Name])})
+		if rt.Detector == DetectorOOM || rt.Detector == DetectorHistory {
+			rt.Reason = "task " + t.Name + ": " + rt.Reason
+			return rt, true
+		}
+	}
+	return Route{}, false
+}
+
+// HistoryOn reports whether the history detector routes task t under skew
+// block sk: the task's skew_history when set, else the block's history.
+func HistoryOn(sk *dsl.Skew, t *dsl.Task) bool {
+	if t != nil && t.SkewHistory != nil {
+		return *t.SkewHistory
+	}
+	return sk != nil && sk.History
+}
+
+// historyRoute is the history detector: the task instance's last
+// successful try is hot when it ran at least the block's
+// history_min_duration and longer than hot_factor x the task's median.
+// A shorter try is never hot: milliseconds against milliseconds are
+// noise, not skew.
+func historyRoute(sk *dsl.Skew, h History) (Route, bool) {
+	if h.Median <= 0 {
+		return Route{}, false
+	}
+	for i := len(h.Attempts) - 1; i >= 0; i-- {
+		a := h.Attempts[i]
+		if a.State != store.AttemptSuccess || a.EndedAt.IsZero() {
+			continue
+		}
+		d := a.EndedAt.Sub(a.StartedAt)
+		if d < sk.HistoryMinDuration || float64(d) <= sk.HotFactor*float64(h.Median) {
+			return Route{}, false
+		}
+		return Route{Pool: sk.Pool, Detector: DetectorHistory,
+			Reason: fmt.Sprintf("history: try %d ran %s, over %g x the median %s (history_min_duration %s)",
+				a.TryNumber, d.Round(time.Millisecond), sk.HotFactor, h.Median.Round(time.Millisecond), sk.HistoryMinDuration)}, true
+	}
+	return Route{}, false
+}
+
 // DateOnly is the layout of a ds.
 const DateOnly = "2006-01-02"
 
 // skewRoute applies a skew block's list, expression and probe to one date.
 func skewRoute(skew *dsl.Skew, rv dsl.RunVars, probe *Probes) (Route, bool) {
 	if skew.IsHotDate(rv.LogicalDate.Format(DateOnly)) {
-		return Route{Pool: skew.Pool, Reason: "hot_dates"}, true
+		return Route{Pool: skew.Pool, Reason: "hot_dates", Detector: DetectorHotDates}, true
 	}
 	if skew.HasHotWhen() {
 		if hot, err := skew.HotWhen(rv); err == nil && hot {
-			return Route{Pool: skew.Pool, Reason: "hot_when: " + skew.HotWhenText}, true
+			return Route{Pool: skew.Pool, Reason: "hot_when: " + skew.HotWhenText, Detector: DetectorHotWhen}, true
 		}
 	}
 	if probe != nil && probe.hot(rv.LogicalDate) {
-		return Route{Pool: skew.Pool, Reason: probe.reason(rv.LogicalDate)}, true
+		return Route{Pool: skew.Pool, Reason: probe.reason(rv.LogicalDate), Detector: DetectorProbe}, true
 	}
 	return Route{}, false
 }
@@ -195,7 +269,7 @@ func escalated(ws *dsl.Workspace, pool string, h History) (Route, bool) {
 		reason = fmt.Sprintf("oom escalation: try %d ran out of memory in pool %s", oom.TryNumber, pool)
 		pool = pl.EscalateTo
 	}
-	return Route{Pool: pool, Reason: reason}, reason != ""
+	return Route{Pool: pool, Reason: reason, Detector: DetectorOOM}, reason != ""
 }
 
 // Probes holds a skew probe's measurements: of every date being run

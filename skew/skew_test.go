@@ -181,11 +181,11 @@ pool "large" {
 	for i, r := range routes {
 		switch ds := ivs[i].DS(); ds {
 		case "2025-11-28":
-			if r.Pool != "large" || !strings.HasPrefix(r.Reason, "probe: 900 > 3 x median 100") {
+			if r.Pool != "large" || r.Detector != skew.DetectorProbe || !strings.HasPrefix(r.Reason, "probe: 900 > 3 x median 100") {
 				t.Errorf("%s: %+v", ds, r)
 			}
 		case "2025-11-05":
-			if r.Pool != "default" || !strings.HasPrefix(r.Reason, "probe failed, not treated as hot: ") {
+			if r.Pool != "default" || r.Detector != "" || !strings.HasPrefix(r.Reason, "probe failed, not treated as hot: ") {
 				t.Errorf("%s: %+v", ds, r)
 			}
 		default:
@@ -196,5 +196,109 @@ pool "large" {
 	}
 	if len(failures) != 1 || !strings.Contains(failures[0], "2025-11-05") {
 		t.Errorf("failures %q, want one naming 2025-11-05", failures)
+	}
+}
+
+// history is the workspace of the history detector's tests: a floor and a
+// task that turns history off, another that turns it on against a block
+// with history off.
+func historyWorkspace(t *testing.T, skewAttrs string) *dsl.Workspace {
+	t.Helper()
+	return load(t, `
+pool "large" {
+  slots = 2
+}
+pipeline "hourly" {
+  schedule   = "@hourly"
+  start_date = "2025-11-01"
+  skew {
+    pool = "large"
+`+skewAttrs+`
+  }
+  task "load" {
+    command = "true"
+  }
+  task "quiet" {
+    command      = "true"
+    skew_history = false
+  }
+  task "loud" {
+    command      = "true"
+    skew_history = true
+  }
+}
+`)
+}
+
+// The history detector counts a try only from its history_min_duration
+// on (default one minute): 32 ms against a median of 6 ms is not hot, a
+// try of a minute or more over hot_factor x the median is.
+func TestHistoryFloor(t *testing.T) {
+	const ms = time.Millisecond
+	cases := []struct {
+		name   string
+		attrs  string // of the skew block, besides pool
+		task   string
+		took   time.Duration
+		median time.Duration
+		hot    bool
+	}{
+		{"32ms against 6ms, the default floor", "", "load", 32 * ms, 6 * ms, false},
+		{"just under the default floor", "", "load", time.Minute - ms, 6 * ms, false},
+		{"at the default floor", "", "load", time.Minute, 6 * ms, true},
+		{"just over the default floor", "", "load", time.Minute + ms, 6 * ms, true},
+		{"over the floor but not 3x the median", "", "load", 2 * time.Minute, time.Minute, false},
+		{"over the floor and 3x the median", "", "load", 3*time.Minute + ms, time.Minute, true},
+		{"under a floor of 10m", `history_min_duration = "10m"`, "load", 10*time.Minute - ms, ms, false},
+		{"at a floor of 10m", `history_min_duration = "10m"`, "load", 10 * time.Minute, ms, true},
+		{"no floor: 32ms against 6ms", `history_min_duration = "0s"`, "load", 32 * ms, 6 * ms, true},
+		{"no floor: 18ms is not over 3x 6ms", `history_min_duration = "0s"`, "load", 18 * ms, 6 * ms, false},
+		{"history off in the block", `history = false`, "load", time.Hour, 6 * ms, false},
+		{"history off for the task", "", "quiet", time.Hour, 6 * ms, false},
+		{"history on for the task, off in the block", `history = false`, "loud", time.Hour, 6 * ms, true},
+		{"history on for the task, under the floor", `history = false`, "loud", 32 * ms, 6 * ms, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ws := historyWorkspace(t, c.attrs)
+			p := ws.Pipeline("hourly")
+			var task *dsl.Task
+			for _, tk := range p.Tasks {
+				if tk.Name == c.task {
+					task = tk
+				}
+			}
+			h := skew.History{Attempts: []store.Attempt{attempt(1, store.AttemptSuccess, "default", c.took)}, Median: c.median}
+			got := skew.Task(ws, p, task, rv("2025-11-10"), nil, h)
+			if c.hot {
+				if got.Pool != "large" || got.Detector != skew.DetectorHistory || !strings.HasPrefix(got.Reason, "history: try 1 ran ") {
+					t.Errorf("%s ran %s against a median of %s: %+v, want pool large by history", c.task, c.took, c.median, got)
+				}
+			} else if got != (skew.Route{Pool: "default"}) {
+				t.Errorf("%s ran %s against a median of %s: %+v, want its own pool", c.task, c.took, c.median, got)
+			}
+		})
+	}
+}
+
+// Each route names the detector that found the date hot.
+func TestRouteDetectors(t *testing.T) {
+	ws := load(t, blackFriday)
+	p := ws.Pipeline("revenue")
+	task := p.Tasks[0]
+	for _, c := range []struct {
+		ds       string
+		h        skew.History
+		detector string
+	}{
+		{"2025-11-21", skew.History{}, ""},
+		{"2025-11-03", skew.History{}, skew.DetectorHotDates},
+		{"2025-11-28", skew.History{}, skew.DetectorHotWhen},
+		{"2025-11-10", skew.History{Attempts: []store.Attempt{attempt(1, store.AttemptSuccess, "medium", 40*time.Minute)}, Median: 10 * time.Minute}, skew.DetectorHistory},
+		{"2025-11-10", skew.History{Attempts: []store.Attempt{attempt(1, store.AttemptOOM, "medium", time.Minute)}}, skew.DetectorOOM},
+	} {
+		if got := skew.Task(ws, p, task, rv(c.ds), nil, c.h); got.Detector != c.detector {
+			t.Errorf("%s: %+v, want detector %q", c.ds, got, c.detector)
+		}
 	}
 }

@@ -65,6 +65,7 @@ type BackfillDateRowJSON struct {
 	Action      string `json:"action"` // create | reprocess | skip
 	Pool        string `json:"pool"`
 	Reason      string `json:"reason"`
+	Detector    string `json:"detector"` // what found the date hot ("" when nothing did)
 	// State is the state of the backfill's own run of the date; "skip"
 	// for a date the plan skips, "elsewhere" when the date's run is not
 	// the backfill's (the nightly run took it back), "none" without a run.
@@ -161,7 +162,7 @@ func (s *Server) backfill(ctx context.Context, id string) (*BackfillJSON, error)
 	var window []backfill.PlanDate
 	if out.Plan != nil {
 		for _, d := range out.Plan.Dates {
-			row := BackfillDateRowJSON{DS: d.DS, LogicalDate: d.LogicalDate, Action: d.Action, Pool: d.Pool, Reason: d.Reason, State: "none"}
+			row := BackfillDateRowJSON{DS: d.DS, LogicalDate: d.LogicalDate, Action: d.Action, Pool: d.Pool, Reason: d.Reason, Detector: d.Detector, State: "none"}
 			if d.Action == "skip" {
 				row.State = "skip"
 			} else {

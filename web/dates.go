@@ -44,7 +44,7 @@ func (s *Server) apiDates(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out, warnings, err := RecordedDates(r.Context(), s.o.State, p, win, MaxDates)
+	out, warnings, err := RecordedDates(r.Context(), s.o.State, s.o.Workspace, p, win, MaxDates)
 	var tooMany *TooManyDatesError
 	if errors.As(err, &tooMany) {
 		err = errorf(http.StatusBadRequest, "%v", err)

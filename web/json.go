@@ -68,6 +68,10 @@ type (
 		DataIntervalEnd   string `json:"data_interval_end"`
 		Pool              string `json:"pool"`
 		Reason            string `json:"reason"`
+		// Detector names the detector that found the date hot
+		// (hot_dates, hot_when, probe, history, oom_escalation); "" when
+		// none did.
+		Detector string `json:"detector"`
 		// Probe is what the skew probe found for the date; only for a
 		// pipeline whose skew block has a probe.
 		Probe *DateProbeJSON `json:"probe,omitempty"`
@@ -298,9 +302,12 @@ func (e *TooManyDatesError) Error() string {
 	return fmt.Sprintf("the window holds more than %d due intervals: name a smaller one with start= and end=", e.Limit)
 }
 
-// ProbeReader reads the probe results that runs recorded (a store.Store is one).
-type ProbeReader interface {
+// RecordReader reads what runs recorded: probe results, runs with their
+// attempts and the durations of tasks (a store.Store is one).
+type RecordReader interface {
 	ListProbes(ctx context.Context, p store.ListProbesParams) ([]store.ProbeResult, error)
+	ListRuns(ctx context.Context, p store.ListRunsParams) ([]store.Run, error)
+	TaskDurations(ctx context.Context, p store.TaskDurationsParams) (map[string][]time.Duration, error)
 }
 
 // Dates is `dates --json` of pipeline p over win: every due interval with
@@ -322,12 +329,15 @@ func Dates(ctx context.Context, p *dsl.Pipeline, win timetable.Window) ([]DateJS
 	return datesJSON(p, ivs, routes, probe, func(time.Time) time.Time { return at }), warnings, nil
 }
 
-// RecordedDates is Dates with the probe values that runs recorded in the
-// state (`rewind dates --recorded`, GET /api/dates): it starts no process.
-// A date whose probe no run measured is "not_probed" and routed by the
-// skew block's list and expression alone. With limit > 0, a window of
-// more than limit due intervals is a *TooManyDatesError.
-func RecordedDates(ctx context.Context, st ProbeReader, p *dsl.Pipeline, win timetable.Window, limit int) ([]DateJSON, []string, error) {
+// RecordedDates is Dates with what runs recorded in the state (`rewind
+// dates --recorded`, GET /api/dates): the probe values, and for a date
+// that has a run, the history of its tasks' attempts (an OOM escalation,
+// a try over history_min_duration and hot_factor x the task's median), as
+// a backfill plan routes it. It starts no process. A date whose probe no
+// run measured is "not_probed" and routed by the skew block's list and
+// expression alone. With limit > 0, a window of more than limit due
+// intervals is a *TooManyDatesError.
+func RecordedDates(ctx context.Context, st RecordReader, ws *dsl.Workspace, p *dsl.Pipeline, win timetable.Window, limit int) ([]DateJSON, []string, error) {
 	ivs, err := intervals(p, win, limit)
 	if err != nil {
 		return nil, nil, err
@@ -346,7 +356,42 @@ func RecordedDates(ctx context.Context, st ProbeReader, p *dsl.Pipeline, win tim
 		probe = skew.Recorded(p.Skew, rows)
 	}
 	routes, warnings := skew.RoutesWith(p, rvs, probe)
+	if err := historyRoutes(ctx, st, ws, p, ivs, probe, routes); err != nil {
+		return nil, nil, err
+	}
 	return datesJSON(p, ivs, routes, probe, func(t time.Time) time.Time { return measured[t.Unix()] }), warnings, nil
+}
+
+// historyRoutes sets the route of each date of ivs that has a run whose
+// tasks' history sends it to another pool (skew.RunRoute).
+func historyRoutes(ctx context.Context, st RecordReader, ws *dsl.Workspace, p *dsl.Pipeline, ivs []timetable.Interval, probe *skew.Probes, routes []skew.Route) error {
+	if len(ivs) == 0 {
+		return nil
+	}
+	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{p.Name}, From: ivs[0].Start, To: ivs[len(ivs)-1].Start, WithTasks: true, WithAttempts: true})
+	if err != nil || len(runs) == 0 {
+		return err
+	}
+	byDate := map[int64]store.Run{}
+	for _, r := range runs {
+		byDate[r.LogicalDate.Unix()] = r
+	}
+	medians, err := st.TaskDurations(ctx, store.TaskDurationsParams{Pipeline: p.Name, Limit: 500})
+	if err != nil {
+		return err
+	}
+	for i, iv := range ivs {
+		r, ok := byDate[iv.Start.Unix()]
+		if !ok {
+			continue
+		}
+		rv := dsl.RunVars{ID: store.RunID(r.Kind, iv.Start), Pipeline: p.Name, LogicalDate: iv.Start,
+			DataIntervalStart: iv.Start, DataIntervalEnd: iv.End, Kind: string(r.Kind)}
+		if rt, ok := skew.RunRoute(ws, p, r, rv, probe, medians); ok {
+			routes[i] = rt
+		}
+	}
+	return nil
 }
 
 // intervals are the due intervals of p within win; more than limit (> 0)
@@ -375,7 +420,7 @@ func datesJSON(p *dsl.Pipeline, ivs []timetable.Interval, routes []skew.Route, p
 		out[i] = DateJSON{
 			LogicalDate: iv.Start.Format(time.RFC3339), DS: iv.DS(),
 			DataIntervalStart: iv.Start.Format(time.RFC3339), DataIntervalEnd: iv.End.Format(time.RFC3339),
-			Pool: routes[i].Pool, Reason: routes[i].Reason,
+			Pool: routes[i].Pool, Reason: routes[i].Reason, Detector: routes[i].Detector,
 		}
 		if !p.Skew.HasProbe() {
 			continue

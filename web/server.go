@@ -35,6 +35,7 @@ type Reader interface {
 	GetBackfill(ctx context.Context, id string) (store.Backfill, error)
 	GetLease(ctx context.Context, name string) (store.Lease, error)
 	ListProbes(ctx context.Context, p store.ListProbesParams) ([]store.ProbeResult, error)
+	TaskDurations(ctx context.Context, p store.TaskDurationsParams) (map[string][]time.Duration, error)
 	Stats(ctx context.Context) (store.Stats, error)
 }
 

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -212,19 +211,23 @@ func printPlan(w io.Writer, p *backfill.Plan) {
 	}
 	// A sub-daily pipeline's dates are named by their date-time: 24 lines
 	// of one day say nothing.
-	subDaily := slices.ContainsFunc(p.Dates, func(d backfill.PlanDate) bool { return !strings.Contains(d.LogicalDate, "T00:00:00") })
+	subDaily := false
+	for i := 1; i < len(p.Dates); i++ {
+		subDaily = subDaily || p.Dates[i].DS == p.Dates[i-1].DS
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := "DS"
 	if subDaily {
 		head = "LOGICAL DATE"
 	}
+	// HOT BY: the detector that routed the date to its pool.
 	if p.Outputs {
 		// Where the date's current result lives: main, or only a branch
 		// (a backfill not cut over); the backfill's version goes to its
 		// branch, then to main at the cutover.
-		fmt.Fprintln(tw, head+"\tSTATE\tACTION\tPOOL\tRESULT\tREASON")
+		fmt.Fprintln(tw, head+"\tSTATE\tACTION\tPOOL\tHOT BY\tRESULT\tREASON")
 	} else {
-		fmt.Fprintln(tw, head+"\tSTATE\tACTION\tPOOL\tREASON")
+		fmt.Fprintln(tw, head+"\tSTATE\tACTION\tPOOL\tHOT BY\tREASON")
 	}
 	for _, d := range p.Dates {
 		name := d.DS
@@ -232,9 +235,9 @@ func printPlan(w io.Writer, p *backfill.Plan) {
 			name = d.LogicalDate
 		}
 		if p.Outputs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, d.State, d.Action, d.Pool, d.Result, d.Reason)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, d.State, d.Action, d.Pool, d.Detector, d.Result, d.Reason)
 		} else {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", name, d.State, d.Action, d.Pool, d.Reason)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, d.State, d.Action, d.Pool, d.Detector, d.Reason)
 		}
 	}
 	tw.Flush()
