@@ -254,3 +254,56 @@ pipeline "p" {
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// Scraped during a catchup, held still (the attempts of 04:00 and 05:00
+// wait for a gate file, two runs at a time): rewind scheduler's /metrics
+// shows what runs --json shows at that moment, runs by state and attempts
+// running or ended by pool; and again once the catchup has finished.
+func TestMetricsDuringCatchup(t *testing.T) {
+	t.Parallel()
+	w := newWorkspace(t, map[string]string{"main.hcl": `
+pipeline "hourly" {
+  schedule        = "@hourly"
+  start_date      = "2025-07-01T00:00:00Z"
+  end_date        = "2025-07-01T11:00:00Z"
+  max_active_runs = 2
+  task "t" {
+    command = "case $REWIND_LOGICAL_DATE in *T0[45]:*) while [ ! -e gate ]; do sleep 0.05; done;; esac"
+  }
+}
+`})
+	s := w.start("scheduler", "--metrics-listen", "127.0.0.1:0", "--poll", "50ms", "--grace", "1s", "--pause-new-over", "0")
+	u := listening(t, s, metricsURL)
+	compare := func(when string, wantRunning float64) {
+		t.Helper()
+		runs := w.runsJSON()
+		fams := metricstest.Scrape(t, u)
+		byState, attempts := runCounts(runs)
+		for _, st := range []string{"queued", "running", "success", "failed"} {
+			got, ok := fams.Value("rewind_runs", "pipeline", "hourly", "state", st)
+			if want := byState[[2]string{"hourly", st}]; !ok || got != want {
+				t.Errorf("%s: rewind_runs{state=%q} = %v (%v); runs --json has %v", when, st, got, ok, want)
+			}
+		}
+		running, _ := fams.Value("rewind_attempts_running", "pool", "default")
+		if running != attempts[[2]string{"default", "running"}] || running != wantRunning {
+			t.Errorf("%s: rewind_attempts_running = %v; runs --json has %v running, want %v", when, running, attempts[[2]string{"default", "running"}], wantRunning)
+		}
+		if got, _ := fams.Value("rewind_attempts_total", "pool", "default", "outcome", "success"); got != attempts[[2]string{"default", "success"}] {
+			t.Errorf("%s: rewind_attempts_total{success} = %v; runs --json has %v", when, got, attempts[[2]string{"default", "success"}])
+		}
+		t.Logf("%s: %v runs by state, %v attempts", when, byState, attempts)
+	}
+	// Held: 00:00..03:00 succeeded, 04:00 and 05:00 run, six queued.
+	waitFor(t, "the catchup to stop at the gate", func() bool {
+		return w.runsIn("success") == 4 && w.runsIn("running") == 2
+	})
+	compare("during the catchup", 2)
+	if n := w.runsIn("queued"); n != 6 {
+		t.Errorf("%d runs queued during the catchup, want 6", n)
+	}
+	w.touch("gate")
+	waitFor(t, "the catchup to finish", func() bool { return w.runsIn("success") == 12 })
+	compare("after the catchup", 0)
+	s.term()
+}
