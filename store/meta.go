@@ -101,10 +101,45 @@ func (s *sqlStore) ListPipelines(ctx context.Context) ([]Pipeline, error) {
 
 // Watermarks.
 
+// advanceWatermarkSQL finds the run just before the pipeline's earliest
+// run that is not success (every run before that one succeeded): its
+// logical date and time; no row when there is none.
+//
+// Its cost is a few index entries whatever the planner's statistics say
+// (they can be stale by a whole catchup on PostgreSQL, where an equality
+// form of the same query was planned as a loop over every success of the
+// pipeline). Each step is a seek by a row value in the order of the one
+// index that holds it, LIMIT 1: the first entry of runs_pipeline_state at
+// or after (pipeline, state) for each state that is not success, then the
+// entry of the unique index (pipeline, logical_unix) just before (pipeline,
+// that time). No other index gives these orders, and without one the plan
+// would sort the whole table; each seek may land on another pipeline's or
+// state's entry, which the CASE and the outer WHERE turn into "none".
+// The literals are int8 on PostgreSQL (-2^63 itself would be numeric).
+const advanceWatermarkSQL = `
+	SELECT logical_date, logical_unix FROM (
+		SELECT pipeline, logical_date, logical_unix FROM runs
+		WHERE (pipeline, logical_unix) < ($1, COALESCE((
+			SELECT MIN(u) FROM (
+				SELECT (SELECT CASE WHEN pipeline = $1 AND state = 'queued' THEN logical_unix END FROM runs
+				        WHERE (pipeline, state, logical_unix) >= ($1, 'queued', -9223372036854775807)
+				        ORDER BY pipeline, state, logical_unix LIMIT 1) AS u
+				UNION ALL
+				SELECT (SELECT CASE WHEN pipeline = $1 AND state = 'running' THEN logical_unix END FROM runs
+				        WHERE (pipeline, state, logical_unix) >= ($1, 'running', -9223372036854775807)
+				        ORDER BY pipeline, state, logical_unix LIMIT 1) AS u
+				UNION ALL
+				SELECT (SELECT CASE WHEN pipeline = $1 AND state = 'failed' THEN logical_unix END FROM runs
+				        WHERE (pipeline, state, logical_unix) >= ($1, 'failed', -9223372036854775807)
+				        ORDER BY pipeline, state, logical_unix LIMIT 1) AS u
+			) AS o), 9223372036854775807))
+		ORDER BY pipeline DESC, logical_unix DESC LIMIT 1
+	) AS w
+	WHERE pipeline = $1`
+
 // AdvanceWatermark recomputes the watermark as the latest logical date L such
-// that every run of the pipeline at or before L succeeded. Each step is an
-// index seek on runs (pipeline, state, logical_unix): the earliest run that is
-// not success, then the latest success before it. The watermark follows the
+// that every run of the pipeline at or before L succeeded, in a few index
+// seeks (advanceWatermarkSQL). The watermark follows the
 // runs both ways: a cleared run moves it back; with no qualifying run the
 // stored watermark is removed and ErrNotFound returned.
 func (s *sqlStore) AdvanceWatermark(ctx context.Context, p AdvanceWatermarkParams) (Watermark, error) {
@@ -112,23 +147,10 @@ func (s *sqlStore) AdvanceWatermark(ctx context.Context, p AdvanceWatermarkParam
 	err := s.write(ctx, func(c conn) error {
 		var date sql.NullString
 		var unix sql.NullInt64
-		err := c.row(ctx, `
-			WITH first_open (u) AS (
-				SELECT MIN(u) FROM (
-					SELECT MIN(logical_unix) AS u FROM runs WHERE pipeline = $1 AND state = 'queued'
-					UNION ALL
-					SELECT MIN(logical_unix) FROM runs WHERE pipeline = $1 AND state = 'running'
-					UNION ALL
-					SELECT MIN(logical_unix) FROM runs WHERE pipeline = $1 AND state = 'failed'
-				) AS o
-			), last_done (u) AS (
-				SELECT MAX(logical_unix) FROM runs, first_open
-				WHERE pipeline = $1 AND state = 'success'
-				  AND (first_open.u IS NULL OR logical_unix < first_open.u)
-			)
-			SELECT runs.logical_date, runs.logical_unix
-			FROM last_done LEFT JOIN runs ON runs.pipeline = $1 AND runs.logical_unix = last_done.u`,
-			p.Pipeline).Scan(&date, &unix)
+		err := c.row(ctx, advanceWatermarkSQL, p.Pipeline).Scan(&date, &unix)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = nil // no leading successful run
+		}
 		if err != nil {
 			return fmt.Errorf("store: advance watermark %s: %w", p.Pipeline, err)
 		}

@@ -28,6 +28,9 @@ func TestSQLiteQueryPlans(t *testing.T) {
 		{"TaskDurations", taskDurationsSQL(&sqliteDialect), []any{"p", 10, 5}, "SEARCH a USING COVERING INDEX attempts_task_state (task_instance_id=?"},
 		{"RunningAttempts", runningAttemptsSQL, nil, "SCAN a USING INDEX attempts_running"},
 		{"FinishRun", finishRunSQL, []any{"success", 1, 1}, "SEARCH runs USING INTEGER PRIMARY KEY"},
+		// The watermark seeks the first run of each open state, then the
+		// run before the earliest of them: never a pipeline's successes.
+		{"AdvanceWatermark", advanceWatermarkSQL, []any{"p"}, "SEARCH runs USING COVERING INDEX runs_pipeline_state ((pipeline,state,logical_unix)>(?,?,?))"},
 	}
 	for _, c := range cases {
 		rows, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+sqliteDialect.rebind(c.query), c.args...)

@@ -433,6 +433,38 @@ func testWatermarkAfterClear(t *testing.T, st store.Store) {
 	}
 }
 
+// testWatermarkBesideOtherPipelines: the pipelines whose names sort next
+// to p's, with runs in every state, before and after p's dates, never move
+// p's watermark.
+func testWatermarkBesideOtherPipelines(t *testing.T, st store.Store) {
+	o := materialize(t, st, "o", store.KindScheduled, daily(time.UTC, date(2025, 7, 1), 3), "t")
+	finishRuns(t, st, o, store.RunSuccess, store.RunSuccess, store.RunSuccess)
+	p := materialize(t, st, "p", store.KindScheduled, daily(time.UTC, date(2025, 7, 1), 4), "t")
+	p2 := materialize(t, st, "p2", store.KindScheduled, daily(time.UTC, date(2025, 6, 1), 3), "t")
+	finishRuns(t, st, p2, store.RunFailed, store.RunRunning, store.RunQueued)
+
+	finishRuns(t, st, p, store.RunSuccess, store.RunSuccess, store.RunRunning, store.RunQueued)
+	if wm, err := advance(t, st, "p"); err != nil || !wm.LogicalDate.Equal(date(2025, 7, 2)) {
+		t.Errorf("watermark = %+v, %v; want 2025-07-02 (07-03 running)", wm, err)
+	}
+	setTasks(t, st, p[2], store.TaskSuccess)
+	if err := st.FinishRun(ctx, store.FinishRunParams{RunID: p[2].ID, State: store.RunSuccess, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	finishRuns(t, st, p, store.RunQueued, store.RunQueued, store.RunQueued, store.RunSuccess)
+	if wm, err := advance(t, st, "p"); err != nil || !wm.LogicalDate.Equal(date(2025, 7, 4)) {
+		t.Errorf("watermark with every run succeeded = %+v, %v; want 2025-07-04", wm, err)
+	}
+	// p2's first run failed: the run before it in time order is p's.
+	_, err := advance(t, st, "p2")
+	wantErr(t, "AdvanceWatermark of p2, first run failed", err, store.ErrNotFound)
+	_, err = advance(t, st, "q")
+	wantErr(t, "AdvanceWatermark of a pipeline without runs", err, store.ErrNotFound)
+	if wm, err := advance(t, st, "o"); err != nil || !wm.LogicalDate.Equal(date(2025, 7, 3)) {
+		t.Errorf("watermark of o = %+v, %v; want 2025-07-03", wm, err)
+	}
+}
+
 func testSetWatermark(t *testing.T, st store.Store) {
 	if err := st.SetWatermark(ctx, store.SetWatermarkParams{Pipeline: "p", LogicalDate: date(2025, 7, 3), Now: now}); err != nil {
 		t.Fatal(err)

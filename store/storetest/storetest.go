@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"WatermarkWithGap", testWatermarkGap},
 		{"WatermarkNotFound", testWatermarkNotFound},
 		{"WatermarkAfterClear", testWatermarkAfterClear},
+		{"WatermarkBesideOtherPipelines", testWatermarkBesideOtherPipelines},
 		{"Leases", testLeases},
 		{"LeasesOnTheStateClock", testLeasesOnStateClock},
 		{"LeaseStaleTakeover", testLeaseStale},

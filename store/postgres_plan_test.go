@@ -1,0 +1,158 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/rewind-dev/rewind/store/pgtest"
+)
+
+// planNode is a node of EXPLAIN (ANALYZE, FORMAT JSON).
+type planNode struct {
+	NodeType       string     `json:"Node Type"`
+	Relation       string     `json:"Relation Name"`
+	Index          string     `json:"Index Name"`
+	ActualRows     float64    `json:"Actual Rows"`
+	ActualLoops    float64    `json:"Actual Loops"`
+	RemovedFilter  float64    `json:"Rows Removed by Filter"`
+	RemovedRecheck float64    `json:"Rows Removed by Index Recheck"`
+	Plans          []planNode `json:"Plans"`
+}
+
+// runsTouched is the number of rows of runs the plan's scans of runs
+// returned or read and dropped, over all their loops.
+func (n planNode) runsTouched() float64 {
+	var t float64
+	if n.Relation == "runs" {
+		t = (n.ActualRows + n.RemovedFilter + n.RemovedRecheck) * n.ActualLoops
+	}
+	for _, c := range n.Plans {
+		t += c.runsTouched()
+	}
+	return t
+}
+
+func (n planNode) String() string {
+	var b strings.Builder
+	var walk func(n planNode, depth int)
+	walk = func(n planNode, depth int) {
+		fmt.Fprintf(&b, "%s%s %s %s rows=%g loops=%g removed=%g\n", strings.Repeat("  ", depth),
+			n.NodeType, n.Relation, n.Index, n.ActualRows, n.ActualLoops, n.RemovedFilter+n.RemovedRecheck)
+		for _, c := range n.Plans {
+			walk(c, depth+1)
+		}
+	}
+	walk(n, 0)
+	return b.String()
+}
+
+// explainRuns runs the query under EXPLAIN ANALYZE and returns its plan.
+func explainRuns(t *testing.T, db *sql.DB, query string, args ...any) planNode {
+	t.Helper()
+	var out string
+	if err := db.QueryRow("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+query, args...).Scan(&out); err != nil {
+		t.Fatal(err)
+	}
+	var plans []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal([]byte(out), &plans); err != nil || len(plans) != 1 {
+		t.Fatalf("EXPLAIN output %s: %v", out, err)
+	}
+	return plans[0].Plan
+}
+
+// TestPostgresAdvanceWatermarkRowsTouched: the watermark query of a
+// pipeline in the middle of a 10,000-run catchup (6,000 runs succeeded, a
+// few running, the rest queued; another pipeline beside it) reads a
+// handful of rows of runs, not one per success, whatever the planner's
+// statistics say: stale ones (taken when the table held ten runs, with
+// autovacuum off), none, or fresh ones.
+func TestPostgresAdvanceWatermarkRowsTouched(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	st, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	// insert adds the runs [from, to) of pipeline p, one per hour, in the
+	// state their index gives.
+	insert := func(p string, from, to int, state func(i int) string) {
+		t.Helper()
+		for i := from; i < to; {
+			var vals []string
+			for ; i < to && len(vals) < 1000; i++ {
+				u := int64(1735689600 + 3600*i)
+				ld := time.Unix(u, 0).UTC()
+				vals = append(vals, fmt.Sprintf("('%s', '%s', %d, '%s', '', '', 'scheduled', '%s')", p, ld.Format(time.RFC3339), u, ld.Format(time.DateOnly), state(i)))
+			}
+			exec("INSERT INTO runs (pipeline, logical_date, logical_unix, ds, data_interval_start, data_interval_end, kind, state) VALUES " + strings.Join(vals, ","))
+		}
+	}
+	for _, p := range []string{"p", "other"} {
+		exec("INSERT INTO pipelines (name) VALUES ($1)", p)
+	}
+	exec("ALTER TABLE runs SET (autovacuum_enabled = false)")
+	catchup := func(i int) string {
+		switch {
+		case i < 6000:
+			return "success"
+		case i < 6004:
+			return "running"
+		}
+		return "queued"
+	}
+	check := func(stats string) {
+		t.Helper()
+		plan := explainRuns(t, db, advanceWatermarkSQL, "p")
+		if touched := plan.runsTouched(); touched > 20 {
+			t.Errorf("%s statistics: the watermark query touched %g rows of runs; want at most 20 (not one per success):\n%s", stats, touched, plan)
+		} else {
+			t.Logf("%s statistics: %g rows of runs touched:\n%s", stats, touched, plan)
+		}
+	}
+
+	// Never analyzed.
+	insert("p", 0, 10_000, catchup)
+	insert("other", 0, 10_000, func(int) string { return "success" })
+	check("no")
+
+	// Analyzed when the table held ten queued runs of the pipeline.
+	exec("DELETE FROM runs")
+	insert("p", 0, 10, func(int) string { return "queued" })
+	exec("ANALYZE runs")
+	exec("DELETE FROM runs")
+	insert("p", 0, 10_000, catchup)
+	insert("other", 0, 10_000, func(int) string { return "success" })
+	check("stale")
+
+	exec("ANALYZE runs")
+	check("fresh")
+
+	wm, err := st.AdvanceWatermark(ctx, AdvanceWatermarkParams{Pipeline: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := wm.LogicalDate.Unix(), int64(1735689600+3600*5999); got != want {
+		t.Errorf("watermark at %d; want %d, the last success before the first running run", got, want)
+	}
+}
