@@ -400,7 +400,7 @@ func (m *model) rollback() {
 	}
 	m.step("rollback %s", b.ID)
 	before := m.amounts("main")
-	err := backfill.RollbackBackfill(context.Background(), m.e.st, m.e.ws, b.ID)
+	err := m.e.rollback(b.ID, m.night)
 	if errors.Is(err, backfill.ErrBackfillState) {
 		return // it ran no date: nothing to roll back, and it says so
 	}
