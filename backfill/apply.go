@@ -610,9 +610,20 @@ func (a *applier) runsFailed(ctx context.Context) bool {
 // The clear happens once: the consumers to rebuild are recorded in the plan
 // before they are unpaused, so that a resume in this phase runs what is
 // left of them and never clears (re-runs) a consumer date already rebuilt.
+// A consumer that someone else paused (another backfill of the pipeline, an
+// operator) is cleared too, since main changed under it, and left paused:
+// its dates run when it is unpaused.
 func (a *applier) rebuild(ctx context.Context) error {
-	if len(a.b.Paused) > 0 {
+	if len(a.b.Paused) > 0 || len(a.plan.Rebuilt) == 0 {
 		consumers := slices.Clone(a.b.Paused)
+		for _, name := range a.plan.Downstream {
+			sp, err := a.st.GetPipeline(ctx, name)
+			if err == nil && sp.Paused && !slices.Contains(consumers, name) && a.o.Workspace.Pipeline(name) != nil {
+				consumers = append(consumers, name)
+			} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
 		for _, c := range consumers {
 			// While a consumer is paused, nothing of it has run since the
 			// clear: clearing again after a crash here changes nothing.
@@ -620,22 +631,30 @@ func (a *applier) rebuild(ctx context.Context) error {
 				return err
 			}
 		}
-		a.plan.Rebuilt = consumers
-		raw, err := json.Marshal(a.plan)
-		if err != nil {
-			return err
-		}
-		text := string(raw)
-		if err := a.update(ctx, store.UpdateBackfillParams{Plan: &text}); err != nil {
-			return err
+		if len(consumers) > 0 {
+			a.plan.Rebuilt = consumers
+			raw, err := json.Marshal(a.plan)
+			if err != nil {
+				return err
+			}
+			text := string(raw)
+			if err := a.update(ctx, store.UpdateBackfillParams{Plan: &text}); err != nil {
+				return err
+			}
 		}
 		if err := a.unpause(ctx); err != nil {
 			return err
 		}
 	}
-	if len(a.plan.Rebuilt) == 0 {
+	var run []string
+	for _, c := range a.plan.Rebuilt {
+		if sp, err := a.st.GetPipeline(ctx, c); err == nil && !sp.Paused {
+			run = append(run, c)
+		}
+	}
+	if len(run) == 0 {
 		return nil
 	}
-	_, err := scheduler.Run(ctx, scheduler.Options{Store: a.o.Store, Workspace: a.o.Workspace, Pipelines: a.plan.Rebuilt, Now: a.o.Now, Home: a.o.Home, Wait: true, Grace: a.o.Grace, Log: a.o.Log, EnsureAgent: a.o.EnsureAgent})
+	_, err := scheduler.Run(ctx, scheduler.Options{Store: a.o.Store, Workspace: a.o.Workspace, Pipelines: run, Now: a.o.Now, Home: a.o.Home, Wait: true, Grace: a.o.Grace, Log: a.o.Log, EnsureAgent: a.o.EnsureAgent})
 	return err
 }
