@@ -13,6 +13,7 @@ import (
 
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/executor/requires"
+	"github.com/rewind-dev/rewind/lease"
 	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/store"
@@ -45,6 +46,9 @@ type ApplyOptions struct {
 	Log        *slog.Logger
 	// EnsureAgent is scheduler.Options.EnsureAgent for its executions.
 	EnsureAgent func() error
+	// Holder overrides the identity of this process as the backfill's
+	// owner (tests stand in for another host with it).
+	Holder *lease.Holder
 }
 
 // BackfillResult is what apply did.
@@ -59,6 +63,10 @@ type BackfillResult struct {
 	// Unpaused: the consumers unpaused because the backfill failed before
 	// its cutover (main untouched).
 	Unpaused []string
+	// Undelivered: why the report did not reach every notify block; the
+	// backfill's state stays what its data is (apply --resume sends the
+	// report again).
+	Undelivered error
 }
 
 // ErrSourcesMissing stops a backfill whose source checks failed before
@@ -82,34 +90,6 @@ func ApplyBackfill(ctx context.Context, o ApplyOptions) (*BackfillResult, error)
 		var err error
 		if b, err = st.GetBackfill(ctx, o.ResumeID); err != nil {
 			return nil, err
-		}
-		switch b.State {
-		case store.BackfillRunning:
-		case store.BackfillFailed:
-			// Resuming a failed backfill retries the phase that failed (after
-			// the sources were fixed, or with --force past validation).
-			if err := st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: b.ID, State: store.BackfillRunning, Now: time.Now()}); err != nil {
-				return nil, err
-			}
-		default:
-			return &BackfillResult{ID: b.ID, State: b.State}, fmt.Errorf("backfill %s is %s: nothing to resume", b.ID, b.State)
-		}
-		if err := json.Unmarshal([]byte(b.Plan), &plan); err != nil {
-			return nil, fmt.Errorf("backfill %s: stored plan: %w", b.ID, err)
-		}
-		if o.IncludePaused && !plan.IncludePaused {
-			plan.IncludePaused = true
-			raw, err := json.Marshal(plan)
-			if err != nil {
-				return nil, err
-			}
-			text := string(raw)
-			if err := st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: b.ID, Plan: &text, Now: time.Now()}); err != nil {
-				return nil, err
-			}
-		}
-		if err := checkPaused(ctx, st, plan); err != nil {
-			return &BackfillResult{ID: b.ID, State: b.State}, err
 		}
 	} else {
 		plan = *o.Plan
@@ -149,14 +129,75 @@ func ApplyBackfill(ctx context.Context, o ApplyOptions) (*BackfillResult, error)
 			b.ID = fmt.Sprintf("%s_%d", base, n)
 		}
 	}
-	a := &applier{o: o, b: b, plan: plan, res: &BackfillResult{ID: b.ID, State: store.BackfillRunning}, lakes: scheduler.NewLakes(o.Workspace),
+	// One owner through every phase: a second apply of the backfill (of
+	// another terminal or host) is refused while this one lives.
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	own, err := own(ctx, st, b.ID, holderOf(o.Holder), func(err error) { stop(err) })
+	if err != nil {
+		return &BackfillResult{ID: b.ID, State: b.State}, err
+	}
+	defer own.release()
+	if b, err = st.GetBackfill(ctx, b.ID); err != nil { // as it is now that it is ours
+		return nil, err
+	}
+	res := &BackfillResult{ID: b.ID, State: b.State}
+	if o.ResumeID != "" {
+		if err := json.Unmarshal([]byte(b.Plan), &plan); err != nil {
+			return res, fmt.Errorf("backfill %s: stored plan: %w", b.ID, err)
+		}
+	}
+	a := &applier{o: o, st: own.st, b: b, plan: plan, res: res, lakes: scheduler.NewLakes(o.Workspace),
 		resumed: o.ResumeID != "", hold: new(atomic.Bool)}
+	defer a.lakes.Close()
 	a.hold.Store(b.OnHold)
 	a.def = o.Workspace.Pipeline(plan.Pipeline)
 	if a.def == nil {
 		return a.res, fmt.Errorf("backfill %s: pipeline %s is not in the workspace", b.ID, plan.Pipeline)
 	}
+	if o.ResumeID != "" {
+		switch {
+		case b.RolledBack:
+			return res, fmt.Errorf("%w: backfill %s was rolled back: nothing to resume", ErrBackfillState, b.ID)
+		case b.State == store.BackfillRunning:
+		case b.State == store.BackfillFailed:
+			// Resuming a failed backfill retries the phase that failed (after
+			// the sources were fixed, or with --force past validation).
+			if err := a.update(ctx, store.UpdateBackfillParams{State: store.BackfillRunning}); err != nil {
+				return res, err
+			}
+		case b.State == store.BackfillSuccess && b.Phase == PhaseReport:
+			// Its data is final; its report was not delivered: only the
+			// report is sent again.
+			return res, a.redeliver(ctx)
+		default:
+			return res, fmt.Errorf("%w: backfill %s is %s: nothing to resume", ErrBackfillState, b.ID, b.State)
+		}
+		if o.IncludePaused && !plan.IncludePaused {
+			a.plan.IncludePaused = true
+			raw, err := json.Marshal(a.plan)
+			if err != nil {
+				return res, err
+			}
+			text := string(raw)
+			if err := a.update(ctx, store.UpdateBackfillParams{Plan: &text}); err != nil {
+				return res, err
+			}
+		}
+		if err := checkPaused(ctx, st, a.plan); err != nil {
+			return res, err
+		}
+	}
+	res.State = store.BackfillRunning
 	return a.res, a.run(ctx)
+}
+
+// holderOf is h, or this process.
+func holderOf(h *lease.Holder) lease.Holder {
+	if h != nil {
+		return *h
+	}
+	return lease.Self()
 }
 
 // ErrPipelinePaused refuses a backfill of a paused pipeline without
@@ -188,6 +229,7 @@ func newBackfillID(pipeline string) string {
 
 type applier struct {
 	o       ApplyOptions
+	st      store.Store // fenced by the owner lease: every write of the backfill
 	b       store.Backfill
 	plan    Plan
 	def     *dsl.Pipeline
@@ -227,12 +269,14 @@ func (a *applier) run(ctx context.Context) error {
 		PhaseRun: a.runDates, PhaseValidate: a.validate, PhaseCutover: a.cutover,
 		PhaseRebuild: a.rebuild, PhaseReport: a.report,
 	}
-	defer a.lakes.Close()
 	for _, ph := range phases[start:] {
 		if ph == PhaseDone {
 			break
 		}
 		if err := a.setPhase(ph); err != nil {
+			if errors.Is(err, store.ErrConflict) && a.wasCancelled() {
+				return a.cancelled()
+			}
 			return err
 		}
 		if a.o.OnPhase != nil {
@@ -250,7 +294,68 @@ func (a *applier) run(ctx context.Context) error {
 		state = store.BackfillFailed
 	}
 	a.res.State = state
-	return a.o.Store.UpdateBackfill(context.WithoutCancel(ctx), store.UpdateBackfillParams{ID: a.b.ID, State: state, Phase: PhaseDone, Now: time.Now()})
+	// A report that was not delivered leaves the backfill at its report
+	// phase, with why: its data is what the state says all the same.
+	p := store.UpdateBackfillParams{State: state, Phase: PhaseDone}
+	if a.res.Undelivered != nil {
+		detail := undeliveredDetail(a.b.ID, a.res.Undelivered)
+		p.Phase, p.Detail = PhaseReport, &detail
+	}
+	return a.update(context.WithoutCancel(ctx), p)
+}
+
+// undeliveredDetail is what the state records of a report not delivered.
+func undeliveredDetail(id string, err error) string {
+	return fmt.Sprintf("report not delivered: %v; rewind backfill apply --resume %s sends it again", err, id)
+}
+
+// redeliver sends the report of a backfill whose data is final again: on
+// delivery the backfill is done, otherwise why is recorded again.
+func (a *applier) redeliver(ctx context.Context) error {
+	if a.o.OnPhase != nil {
+		a.o.OnPhase(a.b.ID, PhaseReport)
+	}
+	if err := a.report(ctx); err != nil {
+		return err
+	}
+	detail := ""
+	p := store.UpdateBackfillParams{Phase: PhaseDone, Detail: &detail}
+	if a.res.Undelivered != nil {
+		detail = undeliveredDetail(a.b.ID, a.res.Undelivered)
+		p.Phase = ""
+	}
+	return a.update(context.WithoutCancel(ctx), p)
+}
+
+// update changes the backfill, guarded on the state and phase this apply
+// last saw it in (store.ErrConflict when another rewind changed them:
+// a cancel).
+func (a *applier) update(ctx context.Context, p store.UpdateBackfillParams) error {
+	p.ID, p.FromState, p.FromPhase, p.Now = a.b.ID, a.b.State, a.b.Phase, time.Now()
+	if err := a.st.UpdateBackfill(ctx, p); err != nil {
+		return err
+	}
+	if p.State != "" {
+		a.b.State = p.State
+	}
+	if p.Phase != "" {
+		a.b.Phase = p.Phase
+	}
+	if p.Paused != nil {
+		a.b.Paused = p.Paused
+	}
+	return nil
+}
+
+// wasCancelled reads whether the backfill was cancelled meanwhile (then
+// this apply follows the state it is in).
+func (a *applier) wasCancelled() bool {
+	b, err := a.o.Store.GetBackfill(context.Background(), a.b.ID)
+	if err != nil || b.State != store.BackfillCancelled {
+		return false
+	}
+	a.b.State, a.b.Phase = b.State, b.Phase
+	return true
 }
 
 var errCancelled = errors.New("backfill cancelled")
@@ -283,8 +388,10 @@ func (a *applier) watchCancel(ctx context.Context, stop context.CancelCauseFunc)
 }
 
 func (a *applier) setPhase(ph string) error {
-	a.b.Phase = ph
-	return a.o.Store.UpdateBackfill(context.Background(), store.UpdateBackfillParams{ID: a.b.ID, Phase: ph, Now: time.Now()})
+	if ph == a.b.Phase {
+		return nil
+	}
+	return a.update(context.Background(), store.UpdateBackfillParams{Phase: ph})
 }
 
 func (a *applier) fail(ph string, err error) error {
@@ -305,7 +412,9 @@ func (a *applier) fail(ph string, err error) error {
 			err = errors.Join(err, uerr)
 		}
 	}
-	if uerr := a.o.Store.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: a.b.ID, State: store.BackfillFailed, Detail: &detail, Now: time.Now()}); uerr != nil {
+	if uerr := a.update(ctx, store.UpdateBackfillParams{State: store.BackfillFailed, Detail: &detail}); errors.Is(uerr, store.ErrConflict) && a.wasCancelled() {
+		return errors.Join(err, a.cancelled())
+	} else if uerr != nil {
 		err = errors.Join(err, uerr)
 	}
 	return err
@@ -317,13 +426,14 @@ func (a *applier) fail(ph string, err error) error {
 func (a *applier) cancelled() error {
 	a.res.State = store.BackfillCancelled
 	ctx := context.Background()
-	return errors.Join(a.unpause(ctx), scheduler.CancelBackfillRuns(ctx, a.o.Store, a.b))
+	a.wasCancelled()
+	return errors.Join(a.unpause(ctx), scheduler.CancelBackfillRuns(ctx, a.st, a.b))
 }
 
 // pause freezes the consumers (the seeds' step 1), remembering which ones
 // this backfill paused so that it unpauses only those.
 func (a *applier) pause(ctx context.Context) error {
-	st := a.o.Store
+	st := a.st
 	paused := slices.Clone(a.b.Paused)
 	for _, name := range a.plan.Downstream {
 		c := a.o.Workspace.Pipeline(name)
@@ -341,7 +451,7 @@ func (a *applier) pause(ctx context.Context) error {
 			return err
 		}
 		paused = append(paused, c.Name)
-		if err := st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: a.b.ID, Paused: paused, Now: time.Now()}); err != nil {
+		if err := a.update(ctx, store.UpdateBackfillParams{Paused: slices.Clone(paused)}); err != nil {
 			return err
 		}
 	}
@@ -351,12 +461,11 @@ func (a *applier) pause(ctx context.Context) error {
 
 func (a *applier) unpause(ctx context.Context) error {
 	for _, name := range a.b.Paused {
-		if err := a.o.Store.SetPaused(ctx, store.SetPausedParams{Name: name, Paused: false, Now: time.Now()}); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := a.st.SetPaused(ctx, store.SetPausedParams{Name: name, Paused: false, Now: time.Now()}); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 	}
-	a.b.Paused = nil
-	return a.o.Store.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: a.b.ID, Paused: []string{}, Now: time.Now()})
+	return a.update(ctx, store.UpdateBackfillParams{Paused: []string{}})
 }
 
 // selected are the plan's dates that run.
@@ -410,7 +519,7 @@ func (a *applier) resetWatermarks(ctx context.Context) error {
 		if w.ResetTo != "" {
 			to, _ = time.Parse(time.RFC3339, w.ResetTo)
 		}
-		if err := a.o.Store.SetWatermark(ctx, store.SetWatermarkParams{Pipeline: w.Pipeline, LogicalDate: to, Now: time.Now()}); err != nil {
+		if err := a.st.SetWatermark(ctx, store.SetWatermarkParams{Pipeline: w.Pipeline, LogicalDate: to, Now: time.Now()}); err != nil {
 			return err
 		}
 	}
@@ -421,7 +530,7 @@ func (a *applier) resetWatermarks(ctx context.Context) error {
 // reprocess behaviour selects), then runs them beside whatever else is due:
 // scheduled runs keep their priority.
 func (a *applier) runDates(ctx context.Context) error {
-	st := a.o.Store
+	st := a.st
 	var specs []store.RunSpec
 	for _, d := range a.selected() {
 		if d.Action != "create" {
@@ -467,7 +576,7 @@ func (a *applier) runDates(ctx context.Context) error {
 		return err
 	}
 	sum, err := scheduler.Run(ctx, scheduler.Options{
-		Store: st, Workspace: a.o.Workspace, Now: a.o.Now, Clock: a.o.Clock, RefreshEvery: a.o.RefreshEvery,
+		Store: a.o.Store, Workspace: a.o.Workspace, Now: a.o.Now, Clock: a.o.Clock, RefreshEvery: a.o.RefreshEvery,
 		Home: a.o.Home, Wait: true, Grace: a.o.Grace,
 		Backfill: &scheduler.BackfillRun{ID: a.b.ID, Pipeline: a.def.Name, MaxActiveRuns: a.plan.MaxActiveRuns, Reverse: a.plan.Reverse,
 			IncludePaused: a.plan.IncludePaused, Hold: a.hold},
@@ -501,32 +610,51 @@ func (a *applier) runsFailed(ctx context.Context) bool {
 // The clear happens once: the consumers to rebuild are recorded in the plan
 // before they are unpaused, so that a resume in this phase runs what is
 // left of them and never clears (re-runs) a consumer date already rebuilt.
+// A consumer that someone else paused (another backfill of the pipeline, an
+// operator) is cleared too, since main changed under it, and left paused:
+// its dates run when it is unpaused.
 func (a *applier) rebuild(ctx context.Context) error {
-	if len(a.b.Paused) > 0 {
+	if len(a.b.Paused) > 0 || len(a.plan.Rebuilt) == 0 {
 		consumers := slices.Clone(a.b.Paused)
-		for _, c := range consumers {
-			// While a consumer is paused, nothing of it has run since the
-			// clear: clearing again after a crash here changes nothing.
-			if _, err := a.o.Store.ClearTasks(ctx, store.ClearTasksParams{Pipeline: c, From: a.b.From, To: a.b.To, Now: time.Now()}); err != nil {
+		for _, name := range a.plan.Downstream {
+			sp, err := a.st.GetPipeline(ctx, name)
+			if err == nil && sp.Paused && !slices.Contains(consumers, name) && a.o.Workspace.Pipeline(name) != nil {
+				consumers = append(consumers, name)
+			} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
 		}
-		a.plan.Rebuilt = consumers
-		raw, err := json.Marshal(a.plan)
-		if err != nil {
-			return err
+		for _, c := range consumers {
+			// While a consumer is paused, nothing of it has run since the
+			// clear: clearing again after a crash here changes nothing.
+			if _, err := a.st.ClearTasks(ctx, store.ClearTasksParams{Pipeline: c, From: a.b.From, To: a.b.To, Now: time.Now()}); err != nil {
+				return err
+			}
 		}
-		text := string(raw)
-		if err := a.o.Store.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: a.b.ID, Plan: &text, Now: time.Now()}); err != nil {
-			return err
+		if len(consumers) > 0 {
+			a.plan.Rebuilt = consumers
+			raw, err := json.Marshal(a.plan)
+			if err != nil {
+				return err
+			}
+			text := string(raw)
+			if err := a.update(ctx, store.UpdateBackfillParams{Plan: &text}); err != nil {
+				return err
+			}
 		}
 		if err := a.unpause(ctx); err != nil {
 			return err
 		}
 	}
-	if len(a.plan.Rebuilt) == 0 {
+	var run []string
+	for _, c := range a.plan.Rebuilt {
+		if sp, err := a.st.GetPipeline(ctx, c); err == nil && !sp.Paused {
+			run = append(run, c)
+		}
+	}
+	if len(run) == 0 {
 		return nil
 	}
-	_, err := scheduler.Run(ctx, scheduler.Options{Store: a.o.Store, Workspace: a.o.Workspace, Pipelines: a.plan.Rebuilt, Now: a.o.Now, Home: a.o.Home, Wait: true, Grace: a.o.Grace, Log: a.o.Log, EnsureAgent: a.o.EnsureAgent})
+	_, err := scheduler.Run(ctx, scheduler.Options{Store: a.o.Store, Workspace: a.o.Workspace, Pipelines: run, Now: a.o.Now, Home: a.o.Home, Wait: true, Grace: a.o.Grace, Log: a.o.Log, EnsureAgent: a.o.EnsureAgent})
 	return err
 }

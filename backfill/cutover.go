@@ -2,16 +2,12 @@ package backfill
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
-	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/lake"
 	"github.com/rewind-dev/rewind/scheduler"
-	"github.com/rewind-dev/rewind/store"
 )
 
 // ErrValidation stops a backfill whose outputs changed more than their
@@ -62,6 +58,11 @@ func (a *applier) cutover(ctx context.Context) error {
 		return err
 	}
 	dates := a.selected()
+	// Every output is cut over, or none: a cancel is refused from this
+	// phase on, and an interrupt waits for the last output's commit (a
+	// kill leaves the rest to apply --resume, which finds the commits
+	// done and makes the others).
+	ctx = context.WithoutCancel(ctx)
 	for _, o := range a.def.Outputs {
 		lk, err := a.lakes.Get(ctx, o.Catalog)
 		if err != nil {
@@ -77,59 +78,4 @@ func (a *applier) cutover(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// RollbackBackfill restores, on main of each output of a backfill's
-// pipeline, the partitions of the dates it ran (its plan's dates that are
-// not skipped) as they were before its cutover (from the pre_backfill_<ID>
-// tag); the other partitions stay: those outside the window, the nightly
-// runs committed since the cutover, and the dates its plan skipped (held by
-// another backfill, which may have cut them over since).
-func RollbackBackfill(ctx context.Context, st store.Store, ws *dsl.Workspace, id string) error {
-	b, err := st.GetBackfill(ctx, id)
-	if err != nil {
-		return err
-	}
-	def := ws.Pipeline(b.Pipeline)
-	if def == nil {
-		return fmt.Errorf("backfill %s: pipeline %s is not in the workspace", id, b.Pipeline)
-	}
-	if len(def.Outputs) == 0 {
-		return fmt.Errorf("pipeline %s has no outputs: nothing to roll back", b.Pipeline)
-	}
-	var plan Plan
-	if err := json.Unmarshal([]byte(b.Plan), &plan); err != nil {
-		return fmt.Errorf("backfill %s: its plan: %w", id, err)
-	}
-	var dates []PlanDate
-	for _, d := range plan.Dates {
-		if d.Action != "skip" {
-			dates = append(dates, d)
-		}
-	}
-	if b.State != store.BackfillSuccess {
-		return fmt.Errorf("%w: backfill %s is %s: it never cut over, main holds nothing of it to roll back", ErrBackfillState, id, b.State)
-	}
-	if len(dates) == 0 {
-		return fmt.Errorf("%w: backfill %s ran no date: nothing to roll back", ErrBackfillState, id)
-	}
-	lakes := scheduler.NewLakes(ws)
-	defer lakes.Close()
-	for _, o := range def.Outputs {
-		lk, err := lakes.Get(ctx, o.Catalog)
-		if err != nil {
-			return err
-		}
-		window, err := WindowValues(o, dates)
-		if err != nil {
-			return err
-		}
-		if _, err := lk.ReplaceWindow(ctx, o.Table, lake.MainBranch, TagName(id), window, "",
-			"rollback:"+id, map[string]string{"rewind.backfill": id, "rewind.kind": "rollback"}); err != nil {
-			return fmt.Errorf("rollback of %s: %w", o.Table, err)
-		}
-	}
-	detail := fmt.Sprintf("rolled back: the %d dates of the window are on main as at %s; later dates kept", len(dates), TagName(id))
-	yes := true
-	return st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: id, Detail: &detail, RolledBack: &yes, Now: time.Now()})
 }

@@ -150,7 +150,7 @@ func (a *applier) takeOver(ctx context.Context, resumed bool) error {
 	if err != nil {
 		return err
 	}
-	st := a.o.Store
+	st := a.st
 	stalled := stalledRun(ctx, st)
 	for _, ds := range w.foreign {
 		r, ok := w.runs[ds]

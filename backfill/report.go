@@ -41,7 +41,15 @@ func (a *applier) report(ctx context.Context) error {
 		return err
 	}
 	a.res.ReportPath = path
-	return notifyAll(ctx, a.o.Workspace, a.b, a.runsFailed(ctx), path, text)
+	// The report tells what the data is; its delivery does not change
+	// it: a notify block that fails is recorded (and retried by apply
+	// --resume), the backfill's state stays.
+	a.res.Undelivered = nil
+	if err := notifyAll(ctx, a.o.Workspace, a.b, a.runsFailed(ctx), path, text); err != nil {
+		a.res.Undelivered = a.o.Workspace.RedactError(err)
+		a.o.Log.Warn("backfill report not delivered", "backfill", a.b.ID, "error", a.res.Undelivered)
+	}
+	return nil
 }
 
 // BackfillReport is the Markdown summary of a backfill: window, dates,

@@ -45,6 +45,9 @@ var (
 	ErrConcurrentCommit = errors.New("lake: concurrent commit")
 	// ErrNoSuchRef reports a branch or tag that does not exist.
 	ErrNoSuchRef = errors.New("lake: no such branch or tag")
+	// ErrNoSuchTable reports a table that the catalog does not have (no
+	// run committed to it yet).
+	ErrNoSuchTable = catalog.ErrNoSuchTable
 	// ErrEmptyTable reports a table whose main has no snapshot yet: a
 	// branch cannot be made from it, but the first commit to a branch
 	// creates that branch.

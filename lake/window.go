@@ -251,3 +251,16 @@ func partitionDS(v any) (string, bool) {
 	}
 	return time.Unix(days*86400, 0).UTC().Format(time.DateOnly), true
 }
+
+// Holds reports whether the history of branch (its head and the head's
+// ancestors) has the snapshot that ReplaceWindow committed with key
+// (false for a table without the branch).
+func (l *Lake) Holds(ctx context.Context, tableName, branch, key string) (bool, error) {
+	tbl, err := l.load(ctx, tableName)
+	if err != nil {
+		return false, err
+	}
+	md := tbl.Metadata()
+	head := md.SnapshotByName(branch)
+	return head != nil && hasKey(md, head.SnapshotID, key), nil
+}

@@ -36,6 +36,15 @@ import (
 //   - at the end, main holds for each date the version the last event
 //     that touched it put there, and a version some attempt produced;
 //   - no run is left queued or running, no backfill running.
+//   - a rollback is possible exactly when main holds the backfill's cutover
+//     (backfill.Cutover), whatever the backfill's state; a cancel at or
+//     after the cutover is refused and changes nothing;
+//   - the consumer (kpis) is rebuilt after every change of main: once
+//     every backfill has ended, each date that a cutover or a rollback
+//     changed has a kpis attempt that started after the change;
+//   - a report that cannot be delivered (notify broken) leaves the
+//     backfill success; a second apply of a backfill while another owns it
+//     is refused; no backfill is left unable to finish.
 //
 // REWIND_MODEL_SEQUENCES (default 8) and REWIND_MODEL_SEED choose the
 // sequences; a failing sequence is printed with its seed.
@@ -65,6 +74,15 @@ pipeline "revenue" {
       max_change = { amount_usd = 1000 }
     }
   }
+}
+pipeline "kpis" {
+  schedule   = "@daily"
+  start_date = "2025-07-01"
+  consumes   = [pipeline.revenue]
+  task "t" { command = "echo $REWIND_DS >> kpis.log" }
+}
+notify "report" {
+  command = "test ! -f notify_broken || exit 1; if [ -f notify_hold ]; then touch notify_reached; while [ -f notify_hold ]; do sleep 0.05; done; fi"
 }
 `
 
@@ -124,7 +142,9 @@ type model struct {
 	log     []string          // the steps, for a failure report
 	expect  map[string]string // date -> the value main must hold ("" unknown)
 	checked map[string]bool   // the backfills whose success was checked
-	paused  bool
+	// changedAt: when a cutover or a rollback last changed main's date
+	changedAt map[string]time.Time
+	paused    bool
 }
 
 // step logs a step.
@@ -142,13 +162,7 @@ func (m *model) fail(format string, args ...any) {
 // started.
 func (m *model) child(resume string, force bool, killAfter int, sig syscall.Signal) map[string]string {
 	m.t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "REWIND_MODEL_CHILD="+m.e.dir, "REWIND_MODEL_STATE="+m.e.state, "REWIND_MODEL_RESUME="+resume)
-	if force {
-		cmd.Env = append(cmd.Env, "REWIND_MODEL_FORCE=1")
-	}
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd, stdout, stderr := m.command(resume, force)
 	base := len(m.e.events("ledger.log"))
 	started := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -178,6 +192,13 @@ func (m *model) child(resume string, force bool, killAfter int, sig syscall.Sign
 		_ = cmd.Process.Kill()
 		m.fail("apply hung:\n%s", stderr.String())
 	}
+	return m.settle(started, stdout.String())
+}
+
+// settle takes in what an apply that started at started and printed
+// stdout did.
+func (m *model) settle(started time.Time, stdout string) map[string]string {
+	m.t.Helper()
 	// The scheduled runs that are due run beside a backfill: those of the
 	// window that finished now committed to main.
 	main := m.amounts("main")
@@ -187,7 +208,7 @@ func (m *model) child(resume string, force bool, killAfter int, sig syscall.Sign
 		}
 	}
 	out := map[string]string{}
-	if s := strings.TrimSpace(stdout.String()); s != "" {
+	if s := strings.TrimSpace(stdout); s != "" {
 		lines := strings.Split(s, "\n")
 		_ = json.Unmarshal([]byte(lines[len(lines)-1]), &out)
 	}
@@ -204,6 +225,18 @@ func (m *model) child(resume string, force bool, killAfter int, sig syscall.Sign
 		}
 	}
 	return out
+}
+
+// command is the child process of apply (resume "") or resume ID.
+func (m *model) command(resume string, force bool) (*exec.Cmd, *strings.Builder, *strings.Builder) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "REWIND_MODEL_CHILD="+m.e.dir, "REWIND_MODEL_STATE="+m.e.state, "REWIND_MODEL_RESUME="+resume)
+	if force {
+		cmd.Env = append(cmd.Env, "REWIND_MODEL_FORCE=1")
+	}
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	return cmd, &stdout, &stderr
 }
 
 // latest is the newest backfill in one of the states (nil if none).
@@ -277,6 +310,18 @@ func (m *model) succeeded(id string) {
 	if ok != selected {
 		m.fail("backfill %s succeeded with %d of its %d dates succeeded in the state", id, ok, selected)
 	}
+	if !b.RolledBack {
+		var window []string
+		for _, d := range plan.Dates {
+			if d.Action != "skip" {
+				window = append(window, d.DS)
+			}
+		}
+		m.changed(window, b.CreatedAt)
+		if !m.cutover(id) && selected > 0 {
+			m.fail("backfill %s succeeded but main holds no cutover of it", id)
+		}
+	}
 	report, err := os.ReadFile(filepath.Join(m.e.home, "backfills", id+".md"))
 	if err != nil {
 		m.fail("backfill %s: no report: %v", id, err)
@@ -284,6 +329,36 @@ func (m *model) succeeded(id string) {
 	if want := fmt.Sprintf("- dates: %d planned, %d succeeded, 0 failed", selected, selected); !strings.Contains(string(report), want) {
 		m.fail("backfill %s: the report does not count the state (%s):\n%s", id, want, report)
 	}
+}
+
+// unfinished is the newest backfill running or failed and not rolled
+// back (nil if none).
+func (m *model) unfinished() *store.Backfill {
+	list, err := m.e.st.ListBackfills(context.Background())
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	for _, b := range list {
+		if (b.State == store.BackfillRunning || b.State == store.BackfillFailed) && !b.RolledBack {
+			return &b
+		}
+	}
+	return nil
+}
+
+// undelivered is the newest backfill that succeeded but whose report was
+// not delivered (nil if none): apply --resume sends it.
+func (m *model) undelivered() *store.Backfill {
+	list, err := m.e.st.ListBackfills(context.Background())
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	for _, b := range list {
+		if b.State == store.BackfillSuccess && b.Phase == backfill.PhaseReport && !b.RolledBack {
+			return &b
+		}
+	}
+	return nil
 }
 
 // signalContext is cancelled by SIGINT or SIGTERM (the child's Ctrl-C).
@@ -338,7 +413,11 @@ func (m *model) resume(r *rand.Rand, force bool) {
 func (m *model) cancel() {
 	if b := m.latest(store.BackfillRunning, store.BackfillFailed); b != nil {
 		m.step("cancel %s", b.ID)
-		if _, err := backfill.CancelBackfill(context.Background(), m.e.st, b.ID); err != nil {
+		_, err := backfill.CancelBackfill(context.Background(), m.e.st, b.ID)
+		if errors.Is(err, backfill.ErrBackfillState) && (backfill.PastCutover(b.Phase) || b.RolledBack) {
+			return // main holds its data (or it was rolled back): refused
+		}
+		if err != nil {
 			m.fail("cancel: %v", err)
 		}
 	}
@@ -393,19 +472,42 @@ func (m *model) nightly() {
 	}
 }
 
+// rollback rolls back the newest backfill not rolled back, whatever its
+// state: it must work exactly when main holds its cutover, and then leave
+// main's window as the tag and the consumer rebuilt.
 func (m *model) rollback() {
-	b := m.latest(store.BackfillSuccess)
-	if b == nil || b.RolledBack {
+	var b *store.Backfill
+	list, err := m.e.st.ListBackfills(context.Background())
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	for i := range list {
+		if !list[i].RolledBack && (list[i].State != store.BackfillRunning || backfill.PastCutover(list[i].Phase)) {
+			b = &list[i]
+			break
+		}
+	}
+	if b == nil {
 		return
 	}
-	m.step("rollback %s", b.ID)
+	held := m.cutover(b.ID)
+	m.step("rollback %s (%s at %s; main holds its cutover: %v)", b.ID, b.State, b.Phase, held)
 	before := m.amounts("main")
-	err := backfill.RollbackBackfill(context.Background(), m.e.st, m.e.ws, b.ID)
-	if errors.Is(err, backfill.ErrBackfillState) {
-		return // it ran no date: nothing to roll back, and it says so
+	changed := time.Now()
+	err = m.e.rollback(b.ID, m.night)
+	switch {
+	case !held && errors.Is(err, backfill.ErrBackfillState):
+		return // nothing of it on main, and it says so
+	case !held:
+		m.fail("rollback of %s, whose cutover main does not hold: %v; want refused", b.ID, err)
+	case err != nil:
+		m.fail("rollback of %s, whose cutover main holds: %v", b.ID, err)
 	}
-	if err != nil {
-		m.fail("rollback: %v", err)
+	if m.cutover(b.ID) {
+		m.fail("after the rollback of %s, main still holds its cutover", b.ID)
+	}
+	if got, _ := m.e.st.GetBackfill(context.Background(), b.ID); backfill.ShownState(got) != "rolled_back" || got.Phase != backfill.PhaseDone {
+		m.fail("after the rollback of %s it is %s at %s; want rolled_back at done", b.ID, backfill.ShownState(got), got.Phase)
 	}
 	// The dates it ran are restored from the tag; the dates its plan
 	// skipped (another backfill held them, and may have cut them over
@@ -415,8 +517,12 @@ func (m *model) rollback() {
 		m.fail("the plan of %s: %v", b.ID, err)
 	}
 	ran := map[string]bool{}
+	var window []string
 	for _, d := range plan.Dates {
 		ran[d.DS] = d.Action != "skip"
+		if ran[d.DS] {
+			window = append(window, d.DS)
+		}
 	}
 	tag, main := m.amounts(backfill.TagName(b.ID)), m.amounts("main")
 	for _, ds := range dates(modelFrom, modelTo) {
@@ -428,6 +534,136 @@ func (m *model) rollback() {
 		}
 		m.expect[ds] = main[ds]
 	}
+	m.changed(window, changed)
+}
+
+// cutover says whether main holds backfill id's cutover.
+func (m *model) cutover(id string) bool {
+	m.t.Helper()
+	lakes := scheduler.NewLakes(m.e.ws)
+	defer lakes.Close()
+	held, _, err := backfill.Cutover(context.Background(), lakes, m.e.ws.Pipeline("revenue"), id)
+	if err != nil {
+		m.fail("what main holds of %s: %v", id, err)
+	}
+	return held
+}
+
+// changed records that main changed, at or after at, for the dates.
+func (m *model) changed(dates []string, at time.Time) {
+	for _, ds := range dates {
+		if at.After(m.changedAt[ds]) {
+			m.changedAt[ds] = at
+		}
+	}
+}
+
+// rebuiltSince checks that the consumer ran each of the dates after main
+// changed at since (the consumer is not paused by anyone but backfills).
+func (m *model) rebuiltSince(what string, since time.Time, window []string) {
+	m.t.Helper()
+	last := map[string]time.Time{}
+	for _, r := range m.e.runs("kpis") {
+		if r.State != store.RunSuccess {
+			continue
+		}
+		for _, ti := range r.Tasks {
+			for _, at := range ti.Attempts {
+				if at.StartedAt.After(last[r.DS]) {
+					last[r.DS] = at.StartedAt
+				}
+			}
+		}
+	}
+	for _, ds := range window {
+		if !last[ds].After(since) {
+			m.fail("after %s changed main, kpis %s was not rebuilt (its last attempt started %s, main changed %s)", what, ds, last[ds].Format(time.RFC3339Nano), since.Format(time.RFC3339Nano))
+		}
+	}
+}
+
+// cancelAfterCutover cancels the newest backfill at or past its cutover
+// (not rolled back): refused, naming rollback, and nothing changes.
+func (m *model) cancelAfterCutover() {
+	list, err := m.e.st.ListBackfills(context.Background())
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	for _, b := range list {
+		if b.RolledBack || b.State == store.BackfillCancelled || !backfill.PastCutover(b.Phase) {
+			continue
+		}
+		m.step("cancel %s (%s at %s, past its cutover)", b.ID, b.State, b.Phase)
+		_, err := backfill.CancelBackfill(context.Background(), m.e.st, b.ID)
+		if !errors.Is(err, backfill.ErrBackfillState) || !strings.Contains(err.Error(), "rewind backfill rollback "+b.ID) {
+			m.fail("cancel of %s past its cutover: %v; want refused, naming rollback", b.ID, err)
+		}
+		if got, _ := m.e.st.GetBackfill(context.Background(), b.ID); got.State != b.State || got.Phase != b.Phase {
+			m.fail("the refused cancel of %s moved it from %s at %s to %s at %s", b.ID, b.State, b.Phase, got.State, got.Phase)
+		}
+		return
+	}
+}
+
+// notifyBroken breaks or mends the notify command that gets the reports.
+func (m *model) notifyBroken(broken bool) {
+	m.step("notify broken: %v", broken)
+	if broken {
+		m.e.touch("notify_broken")
+	} else if _, err := os.Stat(filepath.Join(m.e.dir, "notify_broken")); err == nil {
+		m.e.remove("notify_broken")
+	}
+}
+
+// concurrent is a new apply that, held in its report phase, meets a
+// second apply of the same backfill in another process: the second is
+// refused naming the owner, and the first ends as it would alone.
+func (m *model) concurrent() {
+	m.version++
+	m.e.setFactor(strconv.Itoa(m.version))
+	m.step("apply v%d, and a second apply --resume of it while it reports", m.version)
+	m.e.touch("notify_hold")
+	reached := filepath.Join(m.e.dir, "notify_reached")
+	os.Remove(reached)
+	cmd, stdout, stderr := m.command("", false)
+	started := time.Now()
+	if err := cmd.Start(); err != nil {
+		m.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	ended := false
+	for !ended {
+		if _, err := os.Stat(reached); err == nil {
+			break
+		}
+		select {
+		case <-done: // it ended before its report (it failed)
+			ended = true
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if !ended {
+		b := m.latest(store.BackfillRunning)
+		if b == nil || b.Phase != backfill.PhaseReport {
+			m.fail("the first apply reports, but no backfill is running at its report phase")
+		}
+		second := m.child(b.ID, false, 0, 0)
+		if !strings.Contains(second["error"], "backfill "+b.ID+" is owned by another rewind") {
+			m.fail("a second apply of %s while another reports: %v; want refused, naming the owner", b.ID, second)
+		}
+	}
+	m.e.remove("notify_hold")
+	if !ended {
+		select {
+		case <-done:
+		case <-time.After(120 * time.Second):
+			_ = cmd.Process.Kill()
+			m.fail("the first apply hung after its report was let go:\n%s", stderr.String())
+		}
+	}
+	m.step("  first apply: %s", strings.TrimSpace(stdout.String()))
+	m.settle(started, stdout.String())
 }
 
 // finish resumes every unfinished backfill until it ends, as an operator
@@ -436,8 +672,12 @@ func (m *model) finish() {
 	if m.paused {
 		m.pausePipeline(false)
 	}
+	m.notifyBroken(false)
 	for round := 0; ; round++ {
-		b := m.latest(store.BackfillRunning, store.BackfillFailed)
+		b := m.unfinished()
+		if b == nil {
+			b = m.undelivered()
+		}
 		if b == nil {
 			break
 		}
@@ -451,10 +691,23 @@ func (m *model) finish() {
 		m.child(b.ID, false, 0, 0)
 	}
 	m.nightly() // what clears handed back to the pipeline runs now
+	list, err := m.e.st.ListBackfills(context.Background())
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	for _, b := range list {
+		if b.State == store.BackfillRunning || b.State == store.BackfillSuccess && b.Phase != backfill.PhaseDone {
+			m.fail("backfill %s is left %s at %s: it cannot finish (%s)", b.ID, backfill.ShownState(b), b.Phase, b.Detail)
+		}
+	}
 	for _, r := range m.e.runs("revenue") {
 		if r.State == store.RunQueued || r.State == store.RunRunning {
 			m.fail("%s is left %s (kind %s, backfill %q)", r.DS, r.State, r.Kind, r.BackfillID)
 		}
+	}
+	// The consumer was rebuilt after every change of main.
+	for ds, at := range m.changedAt {
+		m.rebuiltSince("a cutover or rollback", at, []string{ds})
 	}
 	main := m.amounts("main")
 	produced := map[string]map[string]bool{}
@@ -496,7 +749,7 @@ func TestBackfillModel(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seq), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seq, 0))
 			e := newEnv(t, modelHCL)
-			m := &model{t: t, e: e, version: 1, night: utc(modelNow), expect: map[string]string{}, checked: map[string]bool{}}
+			m := &model{t: t, e: e, version: 1, night: utc(modelNow), expect: map[string]string{}, checked: map[string]bool{}, changedAt: map[string]time.Time{}}
 			e.setFactor("1")
 			if sum, err := scheduler.Run(context.Background(), scheduler.Options{Store: e.st, Workspace: e.ws, Home: e.home, Now: m.night}); err != nil || sum.Failed() {
 				t.Fatalf("first catchup: %v", err)
@@ -521,10 +774,16 @@ func TestBackfillModel(t *testing.T) {
 					m.hold()
 				case k < 80:
 					m.clear(r)
-				case k < 92:
+				case k < 84:
 					m.nightly()
-				default:
+				case k < 88:
 					m.rollback()
+				case k < 91:
+					m.cancelAfterCutover()
+				case k < 95:
+					m.notifyBroken(r.IntN(2) == 0)
+				default:
+					m.concurrent()
 				}
 			}
 			m.finish()

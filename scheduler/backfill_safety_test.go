@@ -500,7 +500,7 @@ func TestNightlyRunsDuringA30DateBackfill(t *testing.T) {
 			t.Errorf("nightly date %s = %g on main; want its own 500", ds, main[ds])
 		}
 	}
-	if err := backfill.RollbackBackfill(context.Background(), e.st, e.ws, res.ID); err != nil {
+	if err := e.rollback(res.ID, utc("2025-08-03T00:00:00Z")); err != nil {
 		t.Fatal(err)
 	}
 	main = e.mainAmounts()

@@ -36,6 +36,13 @@ func (e *env) apply(o backfill.ApplyOptions) (*backfill.BackfillResult, error) {
 	return backfill.ApplyBackfill(context.Background(), o)
 }
 
+// rollback rolls backfill id back, its consumers rebuilt with the clock now.
+func (e *env) rollback(id string, now time.Time) error {
+	e.t.Helper()
+	_, err := backfill.RollbackBackfill(context.Background(), backfill.RollbackOptions{Store: e.st, Workspace: e.ws, ID: id, Home: e.home, Now: now})
+	return err
+}
+
 func day(i int) time.Time { return utc("2025-01-01T00:00:00Z").AddDate(0, 0, i) }
 
 // A 90-day window with 10 failed and 5 missing dates: reprocess failed

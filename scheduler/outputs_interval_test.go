@@ -141,7 +141,7 @@ func TestHourlyBackfillCutsOverOneDay(t *testing.T) {
 	checkDay(t, e.hourlyStats(backfill.TagName(res.ID)), "2025-07-01", 15)
 
 	// Rollback: the day's hours as before, the other day untouched.
-	if err := backfill.RollbackBackfill(context.Background(), e.st, e.ws, res.ID); err != nil {
+	if err := e.rollback(res.ID, now); err != nil {
 		t.Fatal(err)
 	}
 	main = e.hourlyStats("main")

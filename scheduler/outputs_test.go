@@ -125,7 +125,7 @@ func TestOutputsWriteAuditPublish(t *testing.T) {
 	}
 
 	// Rollback moves main back to the tag.
-	if err := backfill.RollbackBackfill(ctx, e.st, e.ws, res.ID); err != nil {
+	if err := e.rollback(res.ID, now); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.stats("main")["2025-07-03"].Sums["amount_usd"]; got != 150 {
@@ -195,7 +195,7 @@ func TestCutoverKeepsConcurrentCommit(t *testing.T) {
 	if main["2025-07-03"].Sums["amount_usd"] != 7 || math.Abs(main["2025-07-01"].Sums["amount_usd"]-151.5) > 1e-9 {
 		t.Errorf("main %+v; want the nightly commit kept (7) and the backfill's window (151.5)", main)
 	}
-	if err := backfill.RollbackBackfill(context.Background(), e.st, e.ws, res.ID); err != nil {
+	if err := e.rollback(res.ID, now); err != nil {
 		t.Fatal(err)
 	}
 	main = e.stats("main")

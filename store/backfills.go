@@ -91,7 +91,9 @@ func (s *sqlStore) ListBackfills(ctx context.Context) ([]Backfill, error) {
 }
 
 // UpdateBackfill changes the given fields of a backfill and bumps the epoch,
-// in one transaction (ErrNotFound for an unknown backfill).
+// in one transaction (ErrNotFound for an unknown backfill). A guard
+// (FromState, FromPhase) is part of the UPDATE's WHERE: when it no longer
+// holds, nothing changes and the error is ErrConflict.
 func (s *sqlStore) UpdateBackfill(ctx context.Context, p UpdateBackfillParams) error {
 	a := args{nullNanos(p.Now)}
 	sets := []string{"updated_at = $1"}
@@ -117,10 +119,28 @@ func (s *sqlStore) UpdateBackfill(ctx context.Context, p UpdateBackfillParams) e
 		sets = append(sets, "rolled_back = "+a.add(boolInt(*p.RolledBack)))
 	}
 	q := "UPDATE backfills SET " + strings.Join(sets, ", ") + " WHERE id = " + a.add(p.ID)
+	if p.FromState != "" {
+		q += " AND state = " + a.add(string(p.FromState))
+	}
+	if p.FromPhase != "" {
+		q += " AND phase = " + a.add(p.FromPhase)
+	}
 	return s.write(ctx, func(c conn) error {
 		n, err := affected(c.exec(ctx, q, a...))
 		if err != nil {
 			return fmt.Errorf("store: update backfill %s: %w", p.ID, err)
+		}
+		if n == 0 && (p.FromState != "" || p.FromPhase != "") {
+			var state, phase string
+			err := c.row(ctx, "SELECT state, phase FROM backfills WHERE id = $1", p.ID).Scan(&state, &phase)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("store: backfill %s: %w", p.ID, ErrNotFound)
+			}
+			if err != nil {
+				return fmt.Errorf("store: update backfill %s: %w", p.ID, err)
+			}
+			return fmt.Errorf("store: backfill %s is %s at %s, not %s at %s: %w", p.ID, state, phase,
+				orAny(string(p.FromState)), orAny(p.FromPhase), ErrConflict)
 		}
 		if n == 0 {
 			return fmt.Errorf("store: backfill %s: %w", p.ID, ErrNotFound)
@@ -130,6 +150,13 @@ func (s *sqlStore) UpdateBackfill(ctx context.Context, p UpdateBackfillParams) e
 		}
 		return nil
 	})
+}
+
+func orAny(s string) string {
+	if s == "" {
+		return "any"
+	}
+	return s
 }
 
 // ReprocessRuns hands a window's runs in the given states to a backfill and

@@ -259,12 +259,18 @@ type (
 		Limit    int
 	}
 	// UpdateBackfillParams changes a backfill; empty fields are kept.
+	// FromState and FromPhase, when set, guard the change: it applies only
+	// to a backfill in that state and phase (ErrConflict otherwise), so
+	// that a transition never overwrites one made by another process
+	// since the caller read the backfill.
 	UpdateBackfillParams struct {
-		ID     string
-		State  BackfillState
-		Phase  string
-		Detail *string
-		Paused []string // nil keeps
+		ID        string
+		FromState BackfillState
+		FromPhase string
+		State     BackfillState
+		Phase     string
+		Detail    *string
+		Paused    []string // nil keeps
 		// Plan, when not nil, replaces the recorded plan (JSON).
 		Plan *string
 		// OnHold and RolledBack, when not nil, set those flags.

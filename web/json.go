@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rewind-dev/rewind/backfill"
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/lake"
 	"github.com/rewind-dev/rewind/scheduler"
@@ -443,7 +444,7 @@ func datesJSON(p *dsl.Pipeline, ivs []timetable.Interval, routes []skew.Route, p
 // pipeline in its window (ListRuns From b.From To b.To): the dates are
 // those whose run is the backfill's own.
 func BackfillStatus(b store.Backfill, runs []store.Run) BackfillStatusJSON {
-	out := BackfillStatusJSON{ID: b.ID, State: string(b.State), Phase: b.Phase, Detail: b.Detail, Dates: []BackfillDateJSON{}}
+	out := BackfillStatusJSON{ID: b.ID, State: backfill.ShownState(b), Phase: b.Phase, Detail: b.Detail, Dates: []BackfillDateJSON{}}
 	for _, r := range runs {
 		if r.BackfillID == b.ID {
 			out.Dates = append(out.Dates, BackfillDateJSON{DS: r.DS, State: string(r.State)})

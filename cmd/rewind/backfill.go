@@ -402,10 +402,17 @@ func (f *applyFlags) report(g *globals, res *backfill.BackfillResult, err error)
 			fmt.Fprintln(g.stderr, "warning: "+w)
 		}
 	}
+	if res != nil && res.Undelivered != nil {
+		// Said even with --quiet: nobody else was told.
+		fmt.Fprintf(g.stderr, "report not delivered: %v (rewind backfill apply --resume %s sends it again)\n", res.Undelivered, res.ID)
+	}
 	var busy *lease.BusyError
+	var owned *backfill.OwnedError
 	switch {
 	case errors.As(err, &busy):
 		return exitWith(exitLeaseBusy, "%v", busy)
+	case errors.As(err, &owned):
+		return exitWith(exitLeaseBusy, "%v", owned)
 	case res != nil && res.State == store.BackfillCancelled:
 		return exitWith(exitFailed, "backfill %s cancelled", res.ID)
 	case res != nil && res.Summary != nil && res.Summary.Interrupted:

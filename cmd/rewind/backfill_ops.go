@@ -5,22 +5,40 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/rewind-dev/rewind/backfill"
+	"github.com/rewind-dev/rewind/lease"
 	"github.com/rewind-dev/rewind/store"
 	"github.com/rewind-dev/rewind/web"
 	"github.com/spf13/cobra"
 )
 
 func newBackfillRollbackCmd(g *globals) *cobra.Command {
+	var now string
 	c := &cobra.Command{
-		Use:     "rollback ID",
-		Short:   "Restore the window's dates of the backfill's outputs on main as they were before its cutover",
+		Use:   "rollback ID",
+		Short: "Restore the window's dates of the backfill's outputs on main as they were before its cutover, and rebuild the consumers",
+		Long: `Rollback works whenever main holds the backfill's cutover, whatever the
+backfill's state (success, or failed or stopped after its cutover). It
+pauses the consumers, restores the window's dates of each output on main
+from the pre_backfill_ID tag (later commits kept), then clears and runs
+the consumers' dates of the window, as apply does after its cutover. The
+backfill then shows rolled_back. A rollback that died is finished by
+running it again.
+
+Exit codes: 0 rolled back, 1 a step failed, 2 main holds no cutover of the
+backfill (or an unknown id), 3 another rewind owns the backfill or holds
+the state, 4 the state could not be read or written.`,
 		Example: "  rewind backfill rollback daily_revenue_20260123T101500",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := g.workspace("")
+			if err != nil {
+				return err
+			}
+			clock, err := parseNow(now)
 			if err != nil {
 				return err
 			}
@@ -36,13 +54,28 @@ func newBackfillRollbackCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := backfill.RollbackBackfill(cmd.Context(), st, w, args[0]); err != nil {
+			res, err := backfill.RollbackBackfill(cmd.Context(), backfill.RollbackOptions{Store: st, Workspace: w, ID: args[0],
+				Home: homeDir(g), Now: clock, EnsureAgent: agentStarter(g, lease.DefaultTTL)})
+			var owned *backfill.OwnedError
+			var busy *lease.BusyError
+			switch {
+			case errors.As(err, &owned):
+				return exitWith(exitLeaseBusy, "%v", owned)
+			case errors.As(err, &busy):
+				return exitWith(exitLeaseBusy, "%v", busy)
+			case errors.Is(err, backfill.ErrBackfillState):
+				return exitWith(exitUsage, "%v", err)
+			case err != nil:
 				return exitWith(exitFailed, "%v", err)
 			}
 			fmt.Fprintf(g.stdout, "backfill %s rolled back: the window's dates on main are as at %s, later commits kept\n", args[0], backfill.TagName(args[0]))
+			if len(res.Rebuilt) > 0 {
+				fmt.Fprintf(g.stdout, "consumers rebuilt: %s\n", strings.Join(res.Rebuilt, ", "))
+			}
 			return nil
 		},
 	}
+	c.Flags().StringVar(&now, "now", "", "the clock (RFC 3339) of the consumers' rebuild")
 	return c
 }
 
@@ -90,7 +123,7 @@ func printBackfillStatus(w io.Writer, b store.Backfill, status web.BackfillStatu
 	for _, d := range status.Dates {
 		counts[d.State]++
 	}
-	fmt.Fprintf(w, "backfill %s of %s, %s .. %s: %s, phase %s\n", b.ID, b.Pipeline, b.From.Format("2006-01-02"), b.To.Format("2006-01-02"), b.State, b.Phase)
+	fmt.Fprintf(w, "backfill %s of %s, %s .. %s: %s, phase %s\n", b.ID, b.Pipeline, b.From.Format("2006-01-02"), b.To.Format("2006-01-02"), backfill.ShownState(b), b.Phase)
 	fmt.Fprintf(w, "dates: %d queued, %d running, %d success, %d failed\n", counts["queued"], counts["running"], counts["success"], counts["failed"])
 	if b.Detail != "" {
 		fmt.Fprintln(w, b.Detail)
@@ -149,7 +182,7 @@ state, phase, on_hold, rolled_back, created_at and updated_at (UTC).`,
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tPIPELINE\tWINDOW\tREPROCESS\tSTATE\tPHASE")
 			for _, b := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s..%s\t%s\t%s\t%s\n", b.ID, b.Pipeline, b.From.Format("2006-01-02"), b.To.Format("2006-01-02"), b.Reprocess, b.State, b.Phase)
+				fmt.Fprintf(tw, "%s\t%s\t%s..%s\t%s\t%s\t%s\n", b.ID, b.Pipeline, b.From.Format("2006-01-02"), b.To.Format("2006-01-02"), b.Reprocess, backfill.ShownState(b), b.Phase)
 			}
 			return tw.Flush()
 		},

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -190,6 +191,71 @@ func testBackfills(t *testing.T, st store.Store) {
 	list, err := st.ListBackfills(ctx)
 	if err != nil || len(list) != 2 || list[0].ID != "bf2" {
 		t.Errorf("ListBackfills = %v, %v; want bf2 then bf1", list, err)
+	}
+}
+
+// A backfill's transition is guarded on the state and phase it leaves:
+// of two writers that read the same row, the second gets ErrConflict and
+// changes nothing (an apply's success never overwrites a cancel).
+func testBackfillGuard(t *testing.T, st store.Store) {
+	if err := st.CreateBackfill(ctx, store.Backfill{ID: "bf1", Pipeline: "p", From: date(2025, 7, 1), To: date(2025, 7, 2),
+		Reprocess: "none", Phase: "validate", CreatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	// A cancel, guarded on running at validate, lands.
+	if err := st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: "bf1", FromState: store.BackfillRunning, FromPhase: "validate",
+		State: store.BackfillCancelled, Now: now}); err != nil {
+		t.Fatalf("guarded cancel: %v", err)
+	}
+	// The apply, which read running at validate, moves to its cutover:
+	// refused, and nothing of it is written.
+	detail := "apply"
+	err := st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: "bf1", FromState: store.BackfillRunning, FromPhase: "validate",
+		Phase: "cutover", Detail: &detail, Now: now})
+	wantErr(t, "a transition from a state the backfill left", err, store.ErrConflict)
+	if got, _ := st.GetBackfill(ctx, "bf1"); got.State != store.BackfillCancelled || got.Phase != "validate" || got.Detail != "" {
+		t.Errorf("after the refused transition: %s at %s, detail %q; want cancelled at validate, no detail", got.State, got.Phase, got.Detail)
+	}
+	// A guard on the state alone, or on the phase alone.
+	err = st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: "bf1", FromState: store.BackfillRunning, State: store.BackfillSuccess, Now: now})
+	wantErr(t, "a transition from running of a cancelled backfill", err, store.ErrConflict)
+	err = st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: "bf1", FromPhase: "cutover", Phase: "done", Now: now})
+	wantErr(t, "a transition from cutover of a backfill at validate", err, store.ErrConflict)
+	if err := st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: "bf1", FromState: store.BackfillCancelled, FromPhase: "validate",
+		Detail: &detail, Now: now}); err != nil {
+		t.Fatalf("a guard that holds: %v", err)
+	}
+	if got, _ := st.GetBackfill(ctx, "bf1"); got.Detail != detail {
+		t.Errorf("detail %q after a guarded update that holds; want %q", got.Detail, detail)
+	}
+	// An unknown backfill is still ErrNotFound, guarded or not.
+	err = st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: "nope", FromState: store.BackfillRunning, Now: now})
+	wantErr(t, "a guarded update of an unknown backfill", err, store.ErrNotFound)
+	// Two writers race from the same state: exactly one wins.
+	if err := st.CreateBackfill(ctx, store.Backfill{ID: "bf2", Pipeline: "p", From: date(2025, 7, 1), To: date(2025, 7, 2),
+		Reprocess: "none", Phase: "report", CreatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	for _, to := range []store.BackfillState{store.BackfillSuccess, store.BackfillFailed} {
+		go func() {
+			errs <- st.UpdateBackfill(ctx, store.UpdateBackfillParams{ID: "bf2", FromState: store.BackfillRunning, FromPhase: "report",
+				State: to, Phase: "done", Now: now})
+		}()
+	}
+	won, lost := 0, 0
+	for range 2 {
+		switch err := <-errs; {
+		case err == nil:
+			won++
+		case errors.Is(err, store.ErrConflict):
+			lost++
+		default:
+			t.Fatalf("racing transitions: %v", err)
+		}
+	}
+	if won != 1 || lost != 1 {
+		t.Errorf("two transitions from running at report: %d won, %d refused; want 1 and 1", won, lost)
 	}
 }
 

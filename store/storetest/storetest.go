@@ -67,6 +67,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"InTxCommitsTogether", testInTxCommit},
 		{"TaskDurations", testTaskDurations},
 		{"Backfills", testBackfills},
+		{"BackfillTransitionsGuarded", testBackfillGuard},
 		{"ReprocessRuns", testReprocessRuns},
 		{"SetWatermark", testSetWatermark},
 		{"Probes", testProbes},
