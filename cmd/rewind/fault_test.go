@@ -354,8 +354,9 @@ func (w *workspace) faultScheduler(dsn, host, ttl string) *proc {
 // The state goes away for 3 s (every connection cut, new ones refused)
 // while attempts run, and comes back: a blip shorter than half the lease
 // TTL. The scheduler's execution fails on it and leaves its attempts
-// running; the next execution takes them over. Nothing is killed, lost or
-// run twice: every attempt is a success, the slow one ran once.
+// running; the next execution takes them over. Nothing is killed or run
+// twice: every attempt that started is a success, the slow one ran once
+// (one claimed as the state went away, never started, may be lost).
 func TestFaultStateOutage(t *testing.T) {
 	t.Parallel()
 	w := newWorkspace(t, map[string]string{"main.hcl": faultPipelineSlow("8")})
@@ -367,11 +368,12 @@ func TestFaultStateOutage(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	proxy.set(proxyPass)
 	runs := w.waitRuns(t, faultRuns, s)
-	others := checkInvariants(t, runs, w.ledger(), faultRuns*2)
+	ledger := w.ledger()
+	others := checkInvariants(t, runs, ledger, faultRuns*2)
 	w.poolsIdle(t)
-	for _, o := range others {
-		t.Errorf("attempt %s: want every attempt a success after a blip", o)
-	}
+	// Every attempt that started is a success; one claimed as the state
+	// went away and never started may be recorded lost (and run again).
+	lostOnlyUnstarted(t, others, ledger)
 	if !strings.Contains(s.stderr.String(), "leaving attempts running") && !strings.Contains(s.stderr.String(), "adopting attempt") {
 		t.Logf("the blip did not reach an execution with attempts running:\n%s", tail(s.stderr.String(), 3000))
 	}
