@@ -139,6 +139,21 @@ func checkRunFailedPayload(t *testing.T, p notify.Payload) {
 	}
 }
 
+// deliveredOnce checks that the failure of 01:00 reached the command and
+// the webhook once each, its payload complete.
+func deliveredOnce(t *testing.T, w *workspace, h *hook) {
+	t.Helper()
+	lines := w.lines("delivered.log")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "run_failed:p:scheduled__2025-07-01T01:00:00Z:") {
+		t.Errorf("the command recorded %q, want one run_failed", lines)
+	}
+	if got := h.delivered("run_failed"); len(got) != 1 {
+		t.Errorf("webhook got %d run_failed, want 1", len(got))
+	} else {
+		checkRunFailedPayload(t, got[0].payload)
+	}
+}
+
 // The same failed run, seen by rewind run from a cron-like loop, is
 // notified exactly once: by webhook (its Idempotency-Key the payload's
 // key) and by command, on both backends.
@@ -199,15 +214,7 @@ func TestNotifyAfterKill9(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		w.rewind("run", "--quiet", ".")
 	}
-	lines := w.lines("delivered.log")
-	if len(lines) != 1 || !strings.HasPrefix(lines[0], "run_failed:p:scheduled__2025-07-01T01:00:00Z:") {
-		t.Errorf("the command recorded %q, want one run_failed", lines)
-	}
-	if got := h.delivered("run_failed"); len(got) != 1 {
-		t.Errorf("webhook got %d run_failed, want 1", len(got))
-	} else {
-		checkRunFailedPayload(t, got[0].payload)
-	}
+	deliveredOnce(t, w, h)
 	if n := w.runsIn("failed"); n != 1 {
 		t.Errorf("%d failed runs, want 1", n)
 	}
@@ -289,15 +296,7 @@ func TestNotifyHATakeover(t *testing.T) {
 	waitFor(t, "the delivery by the standby", func() bool { return len(w.lines("delivered.log")) > 0 })
 	time.Sleep(3 * time.Second) // a second delivery would come now
 	standby.term()
-	lines := w.lines("delivered.log")
-	if len(lines) != 1 || !strings.HasPrefix(lines[0], "run_failed:p:scheduled__2025-07-01T01:00:00Z:") {
-		t.Errorf("the command recorded %q, want one run_failed", lines)
-	}
-	if got := h.delivered("run_failed"); len(got) != 1 {
-		t.Errorf("webhook got %d run_failed, want 1", len(got))
-	} else {
-		checkRunFailedPayload(t, got[0].payload)
-	}
+	deliveredOnce(t, w, h)
 	if !strings.Contains(standby.stderr.String(), `msg="notification delivered"`) {
 		t.Errorf("the standby did not deliver:\n%s", tail(standby.stderr.String(), 3000))
 	}
