@@ -9,6 +9,7 @@ import (
 	"net/http"
 	neturl "net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,17 +70,26 @@ func (d *Deliverer) Round(ctx context.Context) (Result, error) {
 	if base == "" {
 		base = strings.TrimRight(os.Getenv(EnvUIURL), "/")
 	}
-	// Block by block, one notification at a time: a claim then lasts for
-	// one send of its block (its timeout, twice: command or webhook), and
-	// a deliverer that dies leaves one notification to wait for it.
-	// Last, the notifications of blocks the workspace no longer declares:
-	// given up.
+	// Round-robin over the blocks, one notification of each at a time: a
+	// claim lasts for one send of its block (its timeout, twice: command
+	// or webhook), a deliverer that dies leaves one notification per
+	// block to wait for it, and a block that hangs costs the others one
+	// timeout per turn, not one per notification. Last, the notifications
+	// of blocks the workspace no longer declares: given up.
 	blocks := d.Workspace.Notifies
 	var names []string
 	for _, b := range blocks {
 		names = append(names, b.Name)
 	}
-	for i := 0; i <= len(blocks) && ctx.Err() == nil; {
+	done := make([]bool, len(blocks)+1) // nothing more due of that block
+	for turn := 0; ctx.Err() == nil; turn++ {
+		i := turn % len(done)
+		if i == 0 && turn > 0 && !slices.Contains(done, false) {
+			break
+		}
+		if done[i] {
+			continue
+		}
 		if d.Stopping != nil && d.Stopping() {
 			break
 		}
@@ -92,7 +102,7 @@ func (d *Deliverer) Round(ctx context.Context) (Result, error) {
 			return res, err
 		}
 		if len(claimed) == 0 {
-			i++
+			done[i] = true
 			continue
 		}
 		n := claimed[0]
@@ -206,6 +216,10 @@ func payloadKey(n store.Notification) string {
 	return n.Key
 }
 
+// webhookClient follows no redirect: a 301 or 302 would turn the POST
+// into a GET without its body, and its 2xx would be taken for a delivery.
+var webhookClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
 // post POSTs body to a webhook with its idempotency key in the
 // Idempotency-Key header; errors name the webhook by scheme and host only.
 func post(ctx context.Context, url, key string, body []byte, timeout time.Duration) error {
@@ -217,7 +231,7 @@ func post(ctx context.Context, url, key string, body []byte, timeout time.Durati
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := webhookClient.Do(req)
 	if err != nil {
 		// The cause only ("connection refused", "context deadline
 		// exceeded"): a *url.Error's text holds the whole URL.

@@ -128,7 +128,9 @@ func Queue(ws *dsl.Workspace, ev Event) ([]store.Notification, error) {
 			return nil, err
 		}
 		for _, ch := range channels(n) {
-			out = append(out, store.Notification{Key: key + "/" + ch, Event: ev.Name, Notify: name, Channel: ch, Pipeline: pipeline, Payload: body, CreatedAt: ev.At})
+			// Created (and due) on the state's clock, whatever clock the
+			// event was seen with (--now, a host's clock ahead).
+			out = append(out, store.Notification{Key: key + "/" + ch, Event: ev.Name, Notify: name, Channel: ch, Pipeline: pipeline, Payload: body})
 		}
 	}
 	return out, nil

@@ -96,16 +96,24 @@ func TestCheckDeadlines(t *testing.T) {
 	check("2025-07-01T10:00:00Z", 0) // the first look: nothing reported
 	// 10:00..13:00: the intervals of 09:00, 10:00 and 11:00 ended at
 	// 10:00, 11:00, 12:00: their deadlines (+30m) passed; 12:00's not yet.
-	check("2025-07-01T13:00:00Z", 3)
+	check("2025-07-01T13:00:00Z", 4)
 	if got := deadlines(t, e.st, "hourly"); len(got) != 3 || got[0] != "2025-07-01T09:00:00Z" || got[2] != "2025-07-01T11:00:00Z" {
 		t.Errorf("hourly: deadlines of %v", got)
 	}
-	// catchup = false: only its latest interval at 13:00 (12:00) would be
-	// run, and its deadline has not passed: nothing.
-	if got := deadlines(t, e.st, "latest"); len(got) != 0 {
-		t.Errorf("latest: deadlines of %v, want none", got)
+	// catchup = false: only the latest interval whose deadline passed
+	// (11:00, due at 12:30), not the ones before it.
+	if got := deadlines(t, e.st, "latest"); len(got) != 1 || got[0] != "2025-07-01T11:00:00Z" {
+		t.Errorf("latest: deadlines of %v, want only 2025-07-01T11:00:00Z", got)
 	}
 	check("2025-07-01T13:00:00Z", 0) // looked again: nothing twice
+
+	// A deadline taken away and put back: its look starts over, nothing
+	// is paged for the time without it.
+	hourly := e.ws.Pipeline("hourly")
+	hourly.Deadline = 0
+	check("2025-07-01T18:00:00Z", 1) // latest's 16:00
+	hourly.Deadline = 30 * time.Minute
+	check("2025-07-01T18:00:00Z", 0)
 
 	// Paused from 13:00 to 20:00: nothing is paged, nor after the unpause.
 	pause(true)
@@ -113,10 +121,14 @@ func TestCheckDeadlines(t *testing.T) {
 	pause(false)
 	check("2025-07-01T20:00:00Z", 0)
 
-	// Down for five days: hourly pages 50 of its 120 intervals, latest
-	// only its latest one (whose deadline passed at 20:30 + 5 days).
+	// Down for five days: hourly pages the latest 50 of its 120
+	// intervals, latest only its latest one.
 	check("2025-07-06T20:45:00Z", 51)
-	if got := deadlines(t, e.st, "latest"); len(got) != 1 || got[0] != "2025-07-06T19:00:00Z" {
-		t.Errorf("latest: deadlines of %v, want only 2025-07-06T19:00:00Z", got)
+	got := deadlines(t, e.st, "latest")
+	if len(got) == 0 || got[len(got)-1] != "2025-07-06T19:00:00Z" {
+		t.Errorf("latest: deadlines of %v, want 2025-07-06T19:00:00Z last", got)
+	}
+	if got := deadlines(t, e.st, "hourly"); got[len(got)-1] != "2025-07-06T19:00:00Z" || got[len(got)-50] != "2025-07-04T18:00:00Z" {
+		t.Errorf("hourly: the last 50 deadlines are %v, want 2025-07-04T18:00 to 2025-07-06T19:00", got[len(got)-50:])
 	}
 }

@@ -20,6 +20,9 @@ import (
 // it. Backfill runs are not notified one by one: their backfill's report
 // is (backfill_report).
 func (e *engine) queueRunFailed(ctx context.Context, tx store.Store, r *runNode, now time.Time, why string) error {
+	if r == nil {
+		return nil // a commit completed for a run this execution did not load
+	}
 	def := r.p.def
 	if r.run.Kind == store.KindBackfill || !notify.Wanted(e.o.Workspace, def, dsl.EventRunFailed) {
 		return nil
@@ -51,6 +54,9 @@ func (e *engine) queueRunFailed(ctx context.Context, tx store.Store, r *runNode,
 // success), run_recovered for the blocks of the run's pipeline that get
 // it, when the run's latest failure was notified: once per failure.
 func (e *engine) queueRunRecovered(ctx context.Context, tx store.Store, r *runNode, now time.Time) error {
+	if r == nil {
+		return nil
+	}
 	def := r.p.def
 	if r.run.Kind == store.KindBackfill || !notify.Wanted(e.o.Workspace, def, dsl.EventRunRecovered) {
 		return nil
@@ -59,10 +65,13 @@ func (e *engine) queueRunRecovered(ctx context.Context, tx store.Store, r *runNo
 	if err != nil {
 		return err
 	}
-	prefix := dsl.EventRunFailed + ":" + def.Name + ":" + store.RunID(r.run.Kind, r.run.LogicalDate) + ":"
+	// Keys are run_failed:PIPELINE:RUN_ID:INSTANT:BLOCK/CHANNEL; the
+	// pipeline's name in a key may be an earlier one (rewind rename moves
+	// the rows, not their keys).
+	runID := store.RunID(r.run.Kind, r.run.LogicalDate)
 	failure := ""
 	for _, n := range ns { // oldest first: the last is the latest failure
-		if rest, ok := strings.CutPrefix(n.Key, prefix); ok {
+		if _, rest, ok := strings.Cut(n.Key, ":"+runID+":"); ok && strings.HasPrefix(n.Key, dsl.EventRunFailed+":") {
 			failure, _, _ = strings.Cut(rest, ":")
 		}
 	}
@@ -82,7 +91,7 @@ func (e *engine) queueRunRecovered(ctx context.Context, tx store.Store, r *runNo
 
 // maxMissedPerCheck bounds the deadline_missed notifications one look
 // queues per pipeline: a minutely pipeline whose scheduler was down for a
-// day pages once per interval up to this many, not 1,440 times.
+// day pages for its latest 50 intervals, not 1,440 times.
 const maxMissedPerCheck = 50
 
 // CheckDeadlines queues deadline_missed for every interval of the
@@ -91,23 +100,30 @@ const maxMissedPerCheck = 50
 // pipeline's deadline, passed since the last look and after which its
 // run had not succeeded (or did not exist). The first look at a pipeline
 // only records when it looked: deadlines that passed before rewind knew
-// them are not reported. A paused pipeline is looked at without
-// notifications; a catchup = false pipeline only for the runs it has and
-// its latest interval. now is the clock (zero: the state's). It returns
-// how many notifications it queued.
+// them are not reported, nor those that passed while the pipeline had no
+// deadline (its look is forgotten then). A paused pipeline is looked at
+// without notifications; a catchup = false pipeline only for the runs it
+// has and the latest interval whose deadline passed. now is the clock
+// (zero, or later than the state's clock: the state's). It returns how
+// many notifications it queued.
 func CheckDeadlines(ctx context.Context, st store.Store, ws *dsl.Workspace, now time.Time, log *slog.Logger) (int, error) {
-	if now.IsZero() {
-		var err error
-		if now, err = st.Now(ctx); err != nil {
-			return 0, err
-		}
+	stateNow, err := st.Now(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if now.IsZero() || now.After(stateNow) {
+		// A clock ahead of the state's (--now in the future) would page
+		// for deadlines that have not passed and skip the looks until then.
+		now = stateNow
 	}
 	queued := 0
 	var paused map[string]bool
+	var looked []string
 	for _, p := range ws.Pipelines {
 		if p.Deadline <= 0 || !notify.Wanted(ws, p, dsl.EventDeadlineMissed) {
 			continue
 		}
+		looked = append(looked, p.Name)
 		if paused == nil {
 			sps, err := st.ListPipelines(ctx)
 			if err != nil {
@@ -124,7 +140,9 @@ func CheckDeadlines(ctx context.Context, st store.Store, ws *dsl.Workspace, now 
 			return queued, fmt.Errorf("pipeline %s: deadlines: %w", p.Name, err)
 		}
 	}
-	return queued, nil
+	// A pipeline whose deadline (or its block) went away starts over with
+	// a first look when it comes back.
+	return queued, st.ForgetDeadlineChecks(ctx, looked)
 }
 
 func checkDeadline(ctx context.Context, st store.Store, ws *dsl.Workspace, p *dsl.Pipeline, paused bool, now time.Time, log *slog.Logger) (int, error) {
@@ -139,79 +157,87 @@ func checkDeadline(ctx context.Context, st store.Store, ws *dsl.Workspace, p *ds
 	if err != nil {
 		return 0, err
 	}
+	// Intervals whose end is in (since - deadline, now - deadline].
+	lo, hi := since.Add(-p.Deadline), now.Add(-p.Deadline)
 	var latest time.Time
 	if !p.Catchup {
-		if iv, ok := tt.Latest(timetable.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: now}); ok {
+		if iv, ok := tt.Latest(timetable.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: hi}); ok {
 			latest = iv.Start
 		}
 	}
-	var ns []store.Notification
-	count := 0
-	// Intervals whose end is in (since - deadline, now - deadline].
-	lo, hi := since.Add(-p.Deadline), now.Add(-p.Deadline)
-	w := timetable.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: hi}
-	if prev := tt.Prev(lo); !prev.IsZero() {
-		w.From = tt.Prev(prev)
+	var window []timetable.Interval
+	if !paused {
+		w := timetable.Window{StartDate: p.StartDate, EndDate: p.EndDate, Now: hi}
+		if prev := tt.Prev(lo); !prev.IsZero() {
+			w.From = tt.Prev(prev)
+		}
+		for iv := range tt.Intervals(w) {
+			if iv.End.After(lo) {
+				window = append(window, iv)
+			}
+		}
 	}
-	for iv := range tt.Intervals(w) {
-		if paused {
-			break
-		}
-		if !iv.End.After(lo) {
-			continue
-		}
-		deadline := iv.End.Add(p.Deadline)
-		runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{p.Name}, From: iv.Start, To: iv.Start, WithTasks: true, WithAttempts: true})
+	var ns []store.Notification
+	if len(window) > 0 {
+		// One read of the window's runs; the tasks only of those reported.
+		runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{p.Name}, From: window[0].Start, To: window[len(window)-1].Start})
 		if err != nil {
 			return 0, err
 		}
-		var run store.Run
-		state := "missing"
+		byDate := map[int64]store.Run{}
 		for _, r := range runs {
-			if r.Kind == store.KindBackfill && run.ID != 0 {
+			if prev, ok := byDate[r.LogicalDate.Unix()]; ok && r.Kind == store.KindBackfill && prev.Kind != store.KindBackfill {
 				continue
 			}
-			run, state = r, string(r.State)
+			byDate[r.LogicalDate.Unix()] = r
 		}
-		if state == string(store.RunSuccess) && !run.EndedAt.After(deadline) {
-			continue
+		var missed []timetable.Interval
+		for _, iv := range window {
+			r, ok := byDate[iv.Start.Unix()]
+			if ok && r.State == store.RunSuccess && !r.EndedAt.After(iv.End.Add(p.Deadline)) {
+				continue
+			}
+			if !p.Catchup && !ok && !iv.Start.Equal(latest) {
+				continue // never run by design
+			}
+			missed = append(missed, iv)
 		}
-		if !p.Catchup && run.ID == 0 && !iv.Start.Equal(latest) {
-			continue // never run by design
+		if len(missed) > maxMissedPerCheck {
+			log.Warn("more deadlines missed than one look notifies: the latest are", "pipeline", p.Name, "notified", maxMissedPerCheck, "missed", len(missed))
+			missed = missed[len(missed)-maxMissedPerCheck:]
 		}
-		if run.ID == 0 {
-			run = store.Run{Pipeline: p.Name, LogicalDate: iv.Start, DataIntervalStart: iv.Start, DataIntervalEnd: iv.End}
+		for _, iv := range missed {
+			deadline := iv.End.Add(p.Deadline)
+			run, state := store.Run{Pipeline: p.Name, LogicalDate: iv.Start, DataIntervalStart: iv.Start, DataIntervalEnd: iv.End}, "missing"
+			if r, ok := byDate[iv.Start.Unix()]; ok {
+				state = string(r.State)
+				full, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{p.Name}, From: iv.Start, To: iv.Start, WithTasks: true, WithAttempts: true})
+				if err != nil {
+					return 0, err
+				}
+				run = r
+				for _, f := range full {
+					if f.ID == r.ID {
+						run = f
+					}
+				}
+			}
+			q, err := notify.Queue(ws, notify.Event{
+				Name: dsl.EventDeadlineMissed, Pipeline: p, Run: run, State: state, Deadline: deadline, Tasks: notifyTasks(run), At: now,
+				Key: dsl.EventDeadlineMissed + ":" + p.Name + ":" + iv.Start.UTC().Format(time.RFC3339),
+			})
+			if err != nil {
+				return 0, err
+			}
+			ns = append(ns, q...)
+			log.Warn("deadline missed", "pipeline", p.Name, "logical_date", iv.Start.Format(time.RFC3339), "deadline", deadline.Format(time.RFC3339), "state", state)
 		}
-		if count == maxMissedPerCheck {
-			log.Warn("more deadlines missed than one look notifies: the rest are not", "pipeline", p.Name, "notified", maxMissedPerCheck, "from", iv.Start.Format(time.RFC3339))
-			break
-		}
-		count++
-		q, err := notify.Queue(ws, notify.Event{
-			Name: dsl.EventDeadlineMissed, Pipeline: p, Run: run, State: state, Deadline: deadline, Tasks: notifyTasks(run), At: now,
-			Key: dsl.EventDeadlineMissed + ":" + p.Name + ":" + iv.Start.UTC().Format(time.RFC3339),
-		})
-		if err != nil {
-			return 0, err
-		}
-		ns = append(ns, q...)
-		log.Warn("deadline missed", "pipeline", p.Name, "logical_date", iv.Start.Format(time.RFC3339), "deadline", deadline.Format(time.RFC3339), "state", state)
 	}
 	added, err := st.EnqueueNotifications(ctx, ns)
 	if err != nil {
 		return 0, err
 	}
 	return added, st.SetDeadlineChecked(ctx, p.Name, now)
-}
-
-// notifyTasks are the task instances of run that did not succeed, as a
-// notification names them.
-func notifyTasks(run store.Run) []notify.Task {
-	var out []notify.Task
-	for _, ft := range failedTasks(run) {
-		out = append(out, notify.Task{Task: ft.Task, State: ft.State, Outcome: ft.Outcome, ExitCode: ft.ExitCode, TryNumber: ft.Try, Pool: ft.Pool, LogPath: ft.LogPath})
-	}
-	return out
 }
 
 // notifier delivers notifications beside one execution (Options.Notify).
@@ -285,15 +311,29 @@ func (n *notifier) stop() {
 // delivers what is due now (the failures of this execution), and says
 // what became of every notification the execution sent.
 func (n *notifier) finish(ctx context.Context) NotifySummary {
+	// One deadline for the send in flight and the final round: a slow
+	// block does not hold a cron job past it.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalDelivery)
+	defer cancel()
+	stopSends := context.AfterFunc(fctx, n.cancel)
+	defer stopSends()
 	n.stopping.Store(true)
 	<-n.done
 	n.stopping.Store(false)
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalDelivery)
-	defer cancel()
 	r, err := n.d.Round(fctx)
 	n.add(r)
 	if err != nil {
 		n.rounds.Errors = append(n.rounds.Errors, n.d.Workspace.RedactError(err).Error())
 	}
 	return NotifySummary{Delivered: n.rounds.Delivered, Retried: n.rounds.Retried, GaveUp: n.rounds.GaveUp, DeadlinesMissed: n.missed, Errors: n.rounds.Errors}
+}
+
+// notifyTasks are the task instances of run that did not succeed, as a
+// notification names them.
+func notifyTasks(run store.Run) []notify.Task {
+	var out []notify.Task
+	for _, ft := range failedTasks(run) {
+		out = append(out, notify.Task{Task: ft.Task, State: ft.State, Outcome: ft.Outcome, ExitCode: ft.ExitCode, TryNumber: ft.Try, Pool: ft.Pool, LogPath: ft.LogPath})
+	}
+	return out
 }

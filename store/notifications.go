@@ -223,3 +223,20 @@ func (s *sqlStore) SetDeadlineChecked(ctx context.Context, pipeline string, unti
 		return nil
 	})
 }
+
+// ForgetDeadlineChecks removes the looks of every pipeline not in keep:
+// one whose deadline went away starts over with a first look when it
+// comes back, instead of paging for everything since its last look.
+func (s *sqlStore) ForgetDeadlineChecks(ctx context.Context, keep []string) error {
+	return s.write(ctx, func(c conn) error {
+		var a args
+		q := `DELETE FROM deadline_checks WHERE 1 = 1`
+		for _, k := range keep {
+			q += " AND pipeline <> " + a.add(k)
+		}
+		if _, err := c.exec(ctx, q, a...); err != nil {
+			return fmt.Errorf("store: forget deadline checks: %w", err)
+		}
+		return nil
+	})
+}

@@ -552,11 +552,12 @@ type Store interface {
 	FinishNotification(ctx context.Context, p FinishNotificationParams) error
 	// ListNotifications lists notifications, oldest first.
 	ListNotifications(ctx context.Context, p ListNotificationsParams) ([]Notification, error)
-	// DeadlineChecked returns up to when a pipeline's missed deadlines
-	// were looked for (ok false: never).
+	// DeadlineChecked: up to when a pipeline's deadlines were looked at.
 	DeadlineChecked(ctx context.Context, pipeline string) (until time.Time, ok bool, err error)
 	// SetDeadlineChecked moves that instant forward (never back).
 	SetDeadlineChecked(ctx context.Context, pipeline string, until time.Time) error
+	// ForgetDeadlineChecks removes the looks of the pipelines not in keep.
+	ForgetDeadlineChecks(ctx context.Context, keep []string) error
 
 	// AdvanceWatermark recomputes the pipeline's watermark from its runs and
 	// returns it (scheduler, after runs finish).
