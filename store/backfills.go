@@ -338,6 +338,11 @@ func (s *sqlStore) CompleteCommit(ctx context.Context, p CompleteCommitParams) e
 			return fmt.Errorf("store: complete commit %d: finish run %d: %w", p.OutboxID, runID, err)
 		}
 		finished = n > 0
+		if finished {
+			if err := finishCovered(ctx, c, runID, p.State, nullNanos(p.Now)); err != nil {
+				return fmt.Errorf("store: complete commit %d: %w", p.OutboxID, err)
+			}
+		}
 		return nil
 	})
 	if err != nil {

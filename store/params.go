@@ -278,6 +278,25 @@ type (
 		RolledBack *bool
 		Now        time.Time
 	}
+	// SetBatchesParams gives a backfill's runs their batches (SetBatches):
+	// for each batch, the run of the backfill at Start (the leader) gets
+	// the data interval [Start, End) and covers no other run's batch;
+	// the backfill's queued runs at Covered become covered by it (BatchOf:
+	// never admitted, ended with the leader, as it ended, in the same
+	// transaction). A batch without Covered is a run of one interval: End
+	// is its own. ErrConflict, changing nothing, when a leader is not a
+	// run of the backfill. Bumps Epoch.
+	SetBatchesParams struct {
+		Pipeline   string
+		BackfillID string
+		Batches    []RunBatch
+		Now        time.Time
+	}
+	// RunBatch is one batch of SetBatchesParams.
+	RunBatch struct {
+		Start, End time.Time
+		Covered    []time.Time
+	}
 	// ReprocessRunsParams hands the existing runs of a pipeline with logical
 	// dates in [From, To] and a state in States to a backfill: kind backfill,
 	// the backfill's id, state queued, and every task instance that is not

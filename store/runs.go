@@ -110,7 +110,7 @@ func (d *dialect) runOrder(p ListRunsParams) string {
 }
 
 const runColumns = `r.id, r.pipeline, r.logical_date, r.ds, r.data_interval_start, r.data_interval_end,
-	r.kind, r.state, r.backfill_id, r.created_at, r.started_at, r.ended_at`
+	r.kind, r.state, r.backfill_id, r.created_at, r.started_at, r.ended_at, r.batch_of`
 
 func scanRun(rows *sql.Rows) (Run, error) {
 	var (
@@ -120,7 +120,7 @@ func scanRun(rows *sql.Rows) (Run, error) {
 		created, started, finished sql.NullInt64
 	)
 	if err := rows.Scan(&r.ID, &r.Pipeline, &logical, &r.DS, &ivStart, &ivEnd,
-		&kind, &state, &r.BackfillID, &created, &started, &finished); err != nil {
+		&kind, &state, &r.BackfillID, &created, &started, &finished, &r.BatchOf); err != nil {
 		return Run{}, err
 	}
 	var err error
@@ -315,6 +315,12 @@ func (s *sqlStore) FinishRun(ctx context.Context, p FinishRunParams) error {
 		if err != nil {
 			return fmt.Errorf("store: finish run %d: %w", p.RunID, err)
 		}
-		return guarded(ctx, c, res, "runs", p.RunID, "finish run")
+		if err := guarded(ctx, c, res, "runs", p.RunID, "finish run"); err != nil {
+			return err
+		}
+		if err := finishCovered(ctx, c, p.RunID, p.State, nullNanos(p.Now)); err != nil {
+			return fmt.Errorf("store: finish run %d: %w", p.RunID, err)
+		}
+		return nil
 	})
 }

@@ -287,6 +287,13 @@ func (s *sqlStore) ClearTasks(ctx context.Context, p ClearTasksParams) (int, err
 			AND run_id IN (SELECT id FROM runs WHERE `+detach(&a)+`)`, a...).Scan(&waiting); err != nil {
 			return fmt.Errorf("store: clear tasks %s: %w", p.Pipeline, err)
 		}
+		// A run covered by a batch that is cleared without its leader is
+		// its own again: it runs alone, for its own interval.
+		a = nil
+		sel := `SELECT ti.run_id FROM task_instances ti JOIN runs r ON r.id = ti.run_id WHERE ` + cond(&a)
+		if _, err := c.exec(ctx, `UPDATE runs SET batch_of = 0 WHERE batch_of <> 0 AND id IN (`+sel+`) AND batch_of NOT IN (`+sel+`)`, a...); err != nil {
+			return fmt.Errorf("store: clear tasks %s: batches: %w", p.Pipeline, err)
+		}
 		var err error
 		if cleared, err = s.d.steps.clearTasks(ctx, c, cond, states, now); err != nil {
 			return fmt.Errorf("store: clear tasks %s: %w", p.Pipeline, err)
@@ -309,6 +316,9 @@ func (s *sqlStore) ClearTasks(ctx context.Context, p ClearTasksParams) (int, err
 			return fmt.Errorf("store: clear tasks %s: runs of backfills: %w", p.Pipeline, err)
 		}
 		cleared += waiting
+		if err := requeueCovered(ctx, c, p.Pipeline, now); err != nil {
+			return fmt.Errorf("store: clear tasks %s: %w", p.Pipeline, err)
+		}
 		if err := bumpEpoch(ctx, c); err != nil {
 			return fmt.Errorf("store: clear tasks %s: %w", p.Pipeline, err)
 		}

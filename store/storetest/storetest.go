@@ -51,6 +51,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"InterruptedAndLostDoNotCount", testInterruptedLost},
 		{"AttemptGuards", testAttemptGuards},
 		{"SetTaskStatesGuard", testSetTaskStates},
+		{"Batches", testBatches},
+		{"BatchFailsAndClears", testBatchFailsAndClears},
 		{"ClearTasksOnlyFailed", testClearOnlyFailed},
 		{"ClearTasksAll", testClearAll},
 		{"ClearTasksTaskFilter", testClearTaskFilter},
