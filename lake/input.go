@@ -59,6 +59,7 @@ const (
 	checkNone     = iota // nothing: an append of several partitions
 	checkDate            // every row holds the date ds
 	checkInterval        // every row holds the start of the interval
+	checkBatch           // every row holds one of a batch's dates or interval starts
 )
 
 // partCheck is what the partition column of every row must hold.
@@ -68,6 +69,11 @@ type partCheck struct {
 	days       int32  // ds as days since the epoch
 	iv         Interval
 	start, end int64 // checkInterval: iv as Unix microseconds
+	// checkBatch: the values a row may hold (days since the epoch for a
+	// date column, Unix microseconds for a timestamp one), and the
+	// batch's data interval as iv.
+	values map[int64]bool
+	dates  bool
 }
 
 func dateCheck(ds string) (partCheck, error) {
@@ -115,6 +121,8 @@ func (c *converter) checkPartition(v any) error {
 			return fmt.Errorf("row of %s %s in the partition of %s", c.o.Partition,
 				time.Unix(int64(d)*86400, 0).UTC().Format(time.DateOnly), c.check.ds)
 		}
+	case checkBatch:
+		return c.checkBatch(v)
 	case checkInterval:
 		us, err := toTimestampMicros(v)
 		if err != nil {
@@ -132,6 +140,36 @@ func (c *converter) checkPartition(v any) error {
 			c.o.Partition, at, span, TimestampValue(c.check.iv.Start))
 	}
 	return nil
+}
+
+// checkBatch checks a row of a batch: its partition value is one of the
+// batch's dates, or of its intervals' starts.
+func (c *converter) checkBatch(v any) error {
+	span := fmt.Sprintf("[%s, %s)", TimestampValue(c.check.iv.Start), TimestampValue(c.check.iv.End))
+	if c.check.dates {
+		d, err := toDate(v)
+		if err != nil {
+			return fmt.Errorf("column %s: %v", c.o.Partition, err)
+		}
+		if !c.check.values[int64(d)] {
+			return fmt.Errorf("row of %s %s outside the dates of the batch %s", c.o.Partition,
+				time.Unix(int64(d)*86400, 0).UTC().Format(time.DateOnly), span)
+		}
+		return nil
+	}
+	us, err := toTimestampMicros(v)
+	if err != nil {
+		return fmt.Errorf("column %s: %v", c.o.Partition, err)
+	}
+	if c.check.values[us] {
+		return nil
+	}
+	at := TimestampValue(time.UnixMicro(us))
+	if us < c.check.start || us >= c.check.end {
+		return fmt.Errorf("row of %s %s outside the batch's data interval %s", c.o.Partition, at, span)
+	}
+	return fmt.Errorf("row of %s %s inside the batch %s but not at the start of one of its intervals: the partition column holds each row's interval start; put the time of an event in a column of its own",
+		c.o.Partition, at, span)
 }
 
 // batch accumulates rows into one Arrow record.

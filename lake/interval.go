@@ -84,6 +84,66 @@ func (l *Lake) ReplaceInterval(ctx context.Context, o Output, ref string, iv Int
 	return l.write(ctx, o, ref, files, summary, conv, write)
 }
 
+// ReplaceIntervals replaces, on ref, the partitions of the consecutive
+// intervals ivs (the intervals of a batch, one run for all of them) with
+// the rows of files, in one Iceberg commit: an overwrite filtered on the
+// batch's whole span (the intervals' starts for a timestamp partition
+// column, their dates for a date one). Every row must hold one of those
+// values; otherwise nothing is committed (ErrBadInput). One interval is
+// ReplaceInterval.
+func (l *Lake) ReplaceIntervals(ctx context.Context, o Output, ref string, ivs []Interval, files []string, summary map[string]string) (int64, error) {
+	switch len(ivs) {
+	case 0:
+		return 0, fmt.Errorf("lake: output %s: a batch of no interval", o.Table)
+	case 1:
+		return l.ReplaceInterval(ctx, o, ref, ivs[0], files, summary)
+	}
+	first, last := ivs[0], ivs[len(ivs)-1]
+	check := partCheck{kind: checkBatch, iv: Interval{DS: first.DS, Start: first.Start, End: last.End},
+		start: first.Start.UnixMicro(), end: last.End.UnixMicro(), values: map[int64]bool{}, dates: !o.IntervalPartitioned()}
+	lo, hi := int32(0), int32(0)
+	for i, iv := range ivs {
+		if !iv.End.After(iv.Start) || i > 0 && iv.Start.Before(ivs[i-1].End) {
+			return 0, fmt.Errorf("lake: output %s: the intervals of a batch follow each other; [%s, %s) does not", o.Table, TimestampValue(iv.Start), TimestampValue(iv.End))
+		}
+		if !check.dates {
+			check.values[iv.Start.UnixMicro()] = true
+			continue
+		}
+		d, err := parseDate(iv.DS)
+		if err != nil {
+			return 0, fmt.Errorf("lake: ds %q: %w", iv.DS, err)
+		}
+		check.values[int64(d)] = true
+		if i == 0 || d < lo {
+			lo = d
+		}
+		if i == 0 || d > hi {
+			hi = d
+		}
+	}
+	conv := func(tbl *table.Table) (*converter, error) {
+		sc, err := arrowSchema(tbl)
+		if err != nil {
+			return nil, err
+		}
+		return newConverter(o, sc, check), nil
+	}
+	write := func(ctx context.Context, txn *table.Transaction, rdr array.RecordReader, props iceberg.Properties) error {
+		col := iceberg.Reference(o.Partition)
+		filter := iceberg.NewAnd(
+			iceberg.GreaterThanEqual(col, iceberg.Timestamp(check.start)),
+			iceberg.LessThan(col, iceberg.Timestamp(check.end)))
+		if check.dates {
+			filter = iceberg.NewAnd(
+				iceberg.GreaterThanEqual(col, iceberg.Date(lo)),
+				iceberg.LessThanEqual(col, iceberg.Date(hi)))
+		}
+		return txn.Overwrite(ctx, rdr, props, table.WithOverwriteFilter(filter))
+	}
+	return l.write(ctx, o, ref, files, summary, conv, write)
+}
+
 // partitionKind is how the values of a table's partition are named: by
 // date ("2006-01-02") or by timestamp (TimestampValue).
 type partitionKind int
