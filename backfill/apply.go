@@ -575,6 +575,9 @@ func (a *applier) runDates(ctx context.Context) error {
 	if err := a.takeOver(ctx, a.resumed); err != nil {
 		return err
 	}
+	if err := a.setBatches(ctx); err != nil {
+		return err
+	}
 	sum, err := scheduler.Run(ctx, scheduler.Options{
 		Store: a.o.Store, Workspace: a.o.Workspace, Now: a.o.Now, Clock: a.o.Clock, RefreshEvery: a.o.RefreshEvery,
 		Home: a.o.Home, Wait: true, Grace: a.o.Grace,

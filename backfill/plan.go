@@ -57,6 +57,11 @@ type PlanParams struct {
 	// directly or not, run too.
 	Tasks          []string
 	TaskDownstream bool
+	// Batch: one run per span of it (zero: the pipeline's backfill
+	// batch; none there either: one run per date).
+	Batch dsl.Batch
+	// NoBatch: one run per date, whatever the pipeline's default.
+	NoBatch bool
 }
 
 // PlanDate is one date of a plan.
@@ -72,6 +77,9 @@ type PlanDate struct {
 	Result string `json:"result,omitempty"`
 	Pool   string `json:"pool"`
 	Reason string `json:"reason"`
+	// Batch is the logical date of the batch's run that covers this date
+	// (its first date; "" without batches).
+	Batch string `json:"batch,omitempty"`
 	// Detector names the detector that routed the date to Pool
 	// (hot_dates, hot_when, probe, history, oom_escalation; skew.Detector*);
 	// "" when none did.
@@ -112,6 +120,11 @@ type Plan struct {
 	Requires        []string         `json:"requires"`
 	Watermarks      []WatermarkReset `json:"watermarks"`
 	Downstream      []string         `json:"downstream"` // paused during the backfill, rebuilt after
+	// Batch: one run covers the selected dates of each span of it ("1d",
+	// "1w", ...; "" without batches); Batches are those runs, oldest
+	// first.
+	Batch   string      `json:"batch,omitempty"`
+	Batches []PlanBatch `json:"batches,omitempty"`
 	// Rebuilt: the consumers whose window dates the backfill cleared for
 	// their rebuild (recorded by rebuild_downstream, before unpausing them).
 	Rebuilt []string `json:"rebuilt,omitempty"`
@@ -258,6 +271,20 @@ func MakePlan(ctx context.Context, st store.Store, pp PlanParams) (*Plan, error)
 		}
 		plan.Dates = append(plan.Dates, d)
 	}
+	batch := pp.Batch
+	if batch.N == 0 && !pp.NoBatch {
+		batch = def.BackfillBatch
+	}
+	if batch.N > 0 {
+		ends := make([]time.Time, len(ivs))
+		for i, iv := range ivs {
+			ends[i] = iv.End
+		}
+		plan.Batch = batch.String()
+		if err := makeBatches(plan, batch, def.Timezone, pp.Start, ends); err != nil {
+			return nil, err
+		}
+	}
 	plan.Parallel = maxRuns
 	base := def.DefaultPool
 	if base == "" {
@@ -269,14 +296,22 @@ func MakePlan(ctx context.Context, st store.Store, pp PlanParams) (*Plan, error)
 	if def.MaxActiveTasks > 0 && def.MaxActiveTasks < plan.Parallel {
 		plan.Parallel = def.MaxActiveTasks
 	}
+	nruns := plan.Selected // one run per date, or per batch
+	if plan.Batch != "" {
+		nruns = len(plan.Batches)
+	}
 	if plan.Parallel > 0 {
-		plan.Waves = (plan.Selected + plan.Parallel - 1) / plan.Parallel
+		plan.Waves = (nruns + plan.Parallel - 1) / plan.Parallel
 	}
 	if d, err := medianRunDuration(ctx, st, def); err != nil {
 		return nil, err
 	} else {
 		plan.RunSeconds = d.Seconds()
 		plan.EstimateSeconds = float64(plan.Waves) * d.Seconds()
+		if nruns > 0 && plan.Batch != "" {
+			// A batch's run does the work of its intervals.
+			plan.EstimateSeconds *= float64(plan.Selected) / float64(nruns)
+		}
 	}
 	for _, r := range def.Requires {
 		plan.Requires = append(plan.Requires, r.Name+": "+r.Describe())

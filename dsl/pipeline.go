@@ -43,6 +43,7 @@ var pipelineSchema = &hcl.BodySchema{
 		{Type: "skew"},
 		{Type: "requires", LabelNames: []string{"name"}},
 		{Type: "output", LabelNames: []string{"name"}},
+		{Type: "backfill"},
 	},
 }
 
@@ -295,7 +296,7 @@ func (l *loader) decodePipeline(b *hcl.Block, content *hcl.BodyContent, inst ins
 		}
 	}
 
-	var skewBlock *hcl.Block
+	var skewBlock, backfillBlock *hcl.Block
 	var taskBlocks, requiresBlocks, outputBlocks []*hcl.Block
 	for _, blk := range content.Blocks {
 		switch blk.Type {
@@ -305,6 +306,13 @@ func (l *loader) decodePipeline(b *hcl.Block, content *hcl.BodyContent, inst ins
 				continue
 			}
 			skewBlock = blk
+		case "backfill":
+			if backfillBlock != nil {
+				l.errorf(blk.DefRange, "Duplicate backfill block", "The pipeline %q already has a backfill block at %s; a pipeline has at most one.", p.Name, backfillBlock.DefRange)
+				continue
+			}
+			backfillBlock = blk
+			l.decodeBackfill(blk, p, ctx, sc)
 		case "task":
 			taskBlocks = append(taskBlocks, blk)
 		case "requires":

@@ -218,6 +218,9 @@ type Pipeline struct {
 	// Deadline (deadline = "6h"): a run not succeeded this long after the
 	// end of its data interval raises deadline_missed, once. 0: none.
 	Deadline time.Duration
+	// BackfillBatch (backfill { batch = "1d" }): the batch of its
+	// backfills when `backfill plan` is given none.
+	BackfillBatch Batch
 	// Dir is the directory of the file that declares the pipeline.
 	Dir string
 	// Hash identifies the definition: it changes when anything that affects runs changes.

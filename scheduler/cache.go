@@ -220,6 +220,9 @@ func (c *cache) addRuns(p *pipe, runs []store.Run) {
 			c.held = append(c.held, r) // another backfill's run: its apply runs it
 			continue
 		}
+		if r.BatchOf != 0 && r.State != store.RunSuccess && r.State != store.RunFailed {
+			continue // covered by a batch: it never runs, it ends with its leader
+		}
 		if c.byRun[r.ID] != nil {
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/lake"
 	"github.com/rewind-dev/rewind/store"
+	"github.com/rewind-dev/rewind/timetable"
 )
 
 // BranchName is the Iceberg branch a backfill writes its outputs to.
@@ -118,13 +119,36 @@ func commitOutputsOnce(ctx context.Context, lakes *Lakes, def *dsl.Pipeline, run
 		if key != "" {
 			summary[CommitKeyProperty] = key
 		}
-		iv := lake.Interval{DS: rv.LogicalDate.Format("2006-01-02"), Start: rv.DataIntervalStart, End: rv.DataIntervalEnd}
-		if _, err := lk.ReplaceInterval(ctx, lo, ref, iv, files, summary); err != nil {
+		if _, err := lk.ReplaceIntervals(ctx, lo, ref, RunIntervals(def, rv), files, summary); err != nil {
 			return fmt.Errorf("output %s: %w", o.Name, err)
 		}
 		landed = append(landed, o.Name)
 	}
 	return nil
+}
+
+// RunIntervals are the schedule's intervals that a run's data interval
+// holds: one for a run of its own, every interval of its batch for the
+// leader of a batch (which writes all of their partitions).
+func RunIntervals(def *dsl.Pipeline, rv dsl.RunVars) []lake.Interval {
+	one := []lake.Interval{{DS: rv.LogicalDate.Format("2006-01-02"), Start: rv.DataIntervalStart, End: rv.DataIntervalEnd}}
+	tt, err := timetable.New(def.Schedule, def.Timezone)
+	if err != nil {
+		return one
+	}
+	var out []lake.Interval
+	for at := rv.DataIntervalStart.In(def.Timezone); at.Before(rv.DataIntervalEnd); {
+		next := tt.Next(at)
+		if next.IsZero() || next.After(rv.DataIntervalEnd) || len(out) == 0 && !next.Before(rv.DataIntervalEnd) {
+			break
+		}
+		out = append(out, lake.Interval{DS: at.Format("2006-01-02"), Start: at, End: next})
+		at = next
+	}
+	if len(out) < 2 || !out[len(out)-1].End.Equal(rv.DataIntervalEnd) {
+		return one // a run of one interval, or one not on the schedule's ticks
+	}
+	return out
 }
 
 // noOutputFiles: an output's files could not be listed (its glob found

@@ -26,7 +26,7 @@ func (s *sqlStore) SetBatches(ctx context.Context, p SetBatchesParams) error {
 				WHERE pipeline = $2 AND logical_unix = $3 AND backfill_id = $4
 				RETURNING id`, formatDate(b.End), p.Pipeline, nanos(b.Start), p.BackfillID).Scan(&id)
 			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("store: set batches %s: no run of backfill %s at %s: %w", p.Pipeline, p.BackfillID, formatDate(b.Start), ErrConflict)
+				continue // not the backfill's run (another's, in flight): its dates run on their own
 			}
 			if err != nil {
 				return fmt.Errorf("store: set batches %s: %w", p.Pipeline, err)

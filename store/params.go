@@ -284,8 +284,8 @@ type (
 	// the backfill's queued runs at Covered become covered by it (BatchOf:
 	// never admitted, ended with the leader, as it ended, in the same
 	// transaction). A batch without Covered is a run of one interval: End
-	// is its own. ErrConflict, changing nothing, when a leader is not a
-	// run of the backfill. Bumps Epoch.
+	// is its own. A batch whose leader is not a run of the backfill is
+	// left out: its runs stay their own. Bumps Epoch.
 	SetBatchesParams struct {
 		Pipeline   string
 		BackfillID string

@@ -110,20 +110,26 @@ func (d *dialect) runOrder(p ListRunsParams) string {
 }
 
 const runColumns = `r.id, r.pipeline, r.logical_date, r.ds, r.data_interval_start, r.data_interval_end,
-	r.kind, r.state, r.backfill_id, r.created_at, r.started_at, r.ended_at, r.batch_of`
+	r.kind, r.state, r.backfill_id, r.created_at, r.started_at, r.ended_at, r.batch_of,
+	CASE WHEN r.batch_of = 0 THEN '' ELSE (SELECT l.logical_date FROM runs l WHERE l.id = r.batch_of) END`
 
 func scanRun(rows *sql.Rows) (Run, error) {
 	var (
 		r                          Run
 		logical, ivStart, ivEnd    string
-		kind, state                string
+		kind, state, batchStart    string
 		created, started, finished sql.NullInt64
 	)
 	if err := rows.Scan(&r.ID, &r.Pipeline, &logical, &r.DS, &ivStart, &ivEnd,
-		&kind, &state, &r.BackfillID, &created, &started, &finished, &r.BatchOf); err != nil {
+		&kind, &state, &r.BackfillID, &created, &started, &finished, &r.BatchOf, &batchStart); err != nil {
 		return Run{}, err
 	}
 	var err error
+	if batchStart != "" {
+		if r.BatchStart, err = parseDate(batchStart); err != nil {
+			return Run{}, err
+		}
+	}
 	if r.LogicalDate, err = parseDate(logical); err != nil {
 		return Run{}, err
 	}

@@ -24,10 +24,7 @@
 // accept the same text. A query table rather than generated code (sqlc,
 // as river does): most statements are the same in both databases, both
 // run on database/sql with the same scanning, and generating Go per
-// dialect would bring back two copies.
-//
-// It is the largest package (about 5,800 lines): the whole of one concern
-// for two databases. No file is over 600 lines.
+// dialect would bring back two copies. No file is over 600 lines.
 package store
 
 import (
@@ -152,8 +149,9 @@ type Run struct {
 	DataIntervalEnd   time.Time
 	Kind              RunKind
 	State             RunState
-	BackfillID        string // "" unless Kind is backfill
-	BatchOf           int64  // the leader of the batch that covers this run (0: none; see SetBatches)
+	BackfillID        string    // "" unless Kind is backfill
+	BatchOf           int64     // the leader of the batch that covers this run (0: none; see SetBatches)
+	BatchStart        time.Time // the leader's logical date (zero: none)
 	CreatedAt         time.Time
 	StartedAt         time.Time // zero until admitted
 	EndedAt           time.Time // zero until success/failed

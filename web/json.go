@@ -36,9 +36,13 @@ type (
 		State             string `json:"state"`
 		// RunID is the run's id (REWIND_RUN_ID); Reason says why a run
 		// failed when no task did (its output commit), else "".
-		RunID  string     `json:"run_id"`
-		Reason string     `json:"reason"`
-		Tasks  []TaskJSON `json:"tasks"`
+		RunID  string `json:"run_id"`
+		Reason string `json:"reason"`
+		// BatchOf is the run id of the batch run that covered this run's
+		// interval (a batched backfill: that run did its work); "" for a
+		// run of its own.
+		BatchOf string     `json:"batch_of,omitempty"`
+		Tasks   []TaskJSON `json:"tasks"`
 	}
 	// TaskJSON is a task instance of a RunJSON.
 	TaskJSON struct {
@@ -250,6 +254,9 @@ func ToRunJSON(r store.Run, home string) RunJSON {
 		DataIntervalStart: r.DataIntervalStart.Format(time.RFC3339), DataIntervalEnd: r.DataIntervalEnd.Format(time.RFC3339),
 		Kind: string(r.Kind), State: string(r.State), RunID: store.RunID(r.Kind, r.LogicalDate), Reason: RunReason(r, home),
 		Tasks: []TaskJSON{},
+	}
+	if r.BatchOf != 0 && !r.BatchStart.IsZero() {
+		out.BatchOf = store.RunID(r.Kind, r.BatchStart)
 	}
 	for _, t := range r.Tasks {
 		tj := TaskJSON{Task: t.Task, State: string(t.State), Pool: t.Pool, TryNumber: t.TryNumber, Attempts: []AttemptJSON{}}

@@ -36,6 +36,8 @@ type planFlags struct {
 	downstream    bool
 	tasks         []string
 	taskDown      bool
+	batch         string
+	noBatch       bool
 }
 
 func (f *planFlags) add(c *cobra.Command) {
@@ -49,6 +51,8 @@ func (f *planFlags) add(c *cobra.Command) {
 	c.Flags().BoolVar(&f.downstream, "include-downstream", false, "pause and rebuild every pipeline downstream, not only the direct consumers")
 	c.Flags().StringArrayVar(&f.tasks, "task", nil, "re-run only this task (repeatable); the others keep their outcome (default --reprocess completed)")
 	c.Flags().BoolVar(&f.taskDown, "downstream", false, "with --task, also the tasks that depend on it")
+	c.Flags().StringVar(&f.batch, "batch", "", "one run covers the dates of each span: 6h, 1d, 1w, 1mo (default: the pipeline's backfill { batch })")
+	c.Flags().BoolVar(&f.noBatch, "no-batch", false, "one run per date, whatever the pipeline's backfill { batch } says")
 }
 
 // check validates the flags and the pipeline before any state is opened.
@@ -64,6 +68,14 @@ func (f *planFlags) check(cmd *cobra.Command, g *globals, pipeline string) (*dsl
 	}
 	if err := positive(cmd, "max-active-runs", f.maxActiveRuns, "a number of runs"); err != nil {
 		return nil, err
+	}
+	if f.batch != "" {
+		if f.noBatch {
+			return nil, exitWith(exitUsage, "--batch and --no-batch are exclusive")
+		}
+		if _, err := dsl.ParseBatch(f.batch); err != nil {
+			return nil, exitWith(exitUsage, "--%v", err)
+		}
 	}
 	if _, err := parseNow(f.now); err != nil {
 		return nil, err
@@ -109,10 +121,16 @@ func (f *planFlags) plan(cmd *cobra.Command, g *globals, w *dsl.Workspace, pipel
 	// The plan routes its dates twice (skew rules, then the history of
 	// their runs): the probes run once.
 	ctx := skew.ProbeContext(cmd.Context(), now)
+	var batch dsl.Batch
+	if f.batch != "" {
+		if batch, err = dsl.ParseBatch(f.batch); err != nil {
+			return nil, exitWith(exitUsage, "--%v", err)
+		}
+	}
 	plan, err := backfill.MakePlan(ctx, st, backfill.PlanParams{
 		Workspace: w, Pipeline: pipeline, Start: start, End: end, Reprocess: f.reprocess,
 		Reverse: f.reverse, MaxActiveRuns: f.maxActiveRuns, Now: now, IncludeDownstream: f.downstream,
-		Tasks: f.tasks, TaskDownstream: f.taskDown,
+		Tasks: f.tasks, TaskDownstream: f.taskDown, Batch: batch, NoBatch: f.noBatch,
 	})
 	if err != nil {
 		return nil, stateError(err, exitUsage)
@@ -194,7 +212,11 @@ func printPlan(w io.Writer, p *backfill.Plan) {
 	if p.Reverse {
 		fmt.Fprint(w, ", newest first")
 	}
-	fmt.Fprintf(w, ")\n%d of %d dates run, %d at a time: %d waves", p.Selected, len(p.Dates), p.Parallel, p.Waves)
+	if p.Batch != "" {
+		fmt.Fprintf(w, ")\n%d of %d dates run in %d batches of %s, %d at a time: %d waves", p.Selected, len(p.Dates), len(p.Batches), p.Batch, p.Parallel, p.Waves)
+	} else {
+		fmt.Fprintf(w, ")\n%d of %d dates run, %d at a time: %d waves", p.Selected, len(p.Dates), p.Parallel, p.Waves)
+	}
 	if p.EstimateSeconds > 0 {
 		fmt.Fprintf(w, ", about %s (median run %s)", (time.Duration(p.EstimateSeconds * float64(time.Second))).Round(time.Second), time.Duration(p.RunSeconds*float64(time.Second)).Round(time.Millisecond))
 	}
@@ -241,6 +263,7 @@ func printPlan(w io.Writer, p *backfill.Plan) {
 		}
 	}
 	tw.Flush()
+	printBatches(w, p)
 	for _, r := range p.Requires {
 		fmt.Fprintf(w, "source check, every date first: %s\n", r)
 	}
@@ -257,6 +280,21 @@ func printPlan(w io.Writer, p *backfill.Plan) {
 	if p.Outputs {
 		fmt.Fprintln(w, "outputs: the backfill's version of each date wins; a date the nightly run takes meanwhile is taken back and cut over with the others")
 	}
+}
+
+// printBatches lists a batched plan's runs: each covers its intervals,
+// its data interval spans them.
+func printBatches(w io.Writer, p *backfill.Plan) {
+	if p.Batch == "" {
+		return
+	}
+	fmt.Fprintf(w, "batches of %s: one run each, its data interval spanning its dates\n", p.Batch)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "BATCH\tINTERVALS\tDATA INTERVAL\tPOOL\tENDS EARLY")
+	for _, b := range p.Batches {
+		fmt.Fprintf(tw, "%s\t%d\t%s .. %s\t%s\t%s\n", b.Start, b.Intervals, b.Start, b.End, b.Pool, b.Split)
+	}
+	tw.Flush()
 }
 
 // applyFlags are the flags of backfill apply.

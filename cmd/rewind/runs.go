@@ -204,6 +204,9 @@ func printRuns(w io.Writer, runs []store.Run, home string) {
 				x.lines = append(x.lines, fmt.Sprintf("    %-*s  %s", width, t.Task, attemptText(a)))
 			}
 		}
+		if r.BatchOf != 0 && !r.BatchStart.IsZero() {
+			x.lines = append(x.lines, "    in the batch of "+store.RunID(r.Kind, r.BatchStart)+": its run did the work of this interval")
+		}
 		if reason := web.RunReason(r, home); reason != "" {
 			x.lines = append(x.lines, "    reason: "+reason)
 		}

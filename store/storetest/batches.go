@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -76,10 +75,12 @@ func testBatches(t *testing.T, st store.Store) {
 	if epoch(t, st) == before {
 		t.Errorf("SetBatches did not bump the epoch")
 	}
-	// A wrong backfill changes nothing.
-	err := st.SetBatches(ctx, store.SetBatchesParams{Pipeline: "p", BackfillID: "other", Batches: []store.RunBatch{{Start: date(2025, 7, 1), End: date(2025, 7, 2)}}, Now: now})
-	if !errors.Is(err, store.ErrConflict) {
-		t.Errorf("SetBatches of another backfill's runs: %v; want ErrConflict", err)
+	// Another backfill's batch leaves the runs alone.
+	if err := st.SetBatches(ctx, store.SetBatchesParams{Pipeline: "p", BackfillID: "other", Batches: []store.RunBatch{{Start: date(2025, 7, 1), End: date(2025, 7, 2)}}, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if r := listRuns(t, st, store.ListRunsParams{Pipelines: []string{"p"}})[0]; !r.DataIntervalEnd.Equal(date(2025, 7, 5)) {
+		t.Errorf("SetBatches of another backfill changed run %s: interval end %s", r.DS, r.DataIntervalEnd)
 	}
 }
 
