@@ -24,7 +24,7 @@ import (
 )
 
 // A model-based test of backfills: seeded random sequences of the commands
-// an operator mixes (apply, Ctrl-C, kill -9, --resume, --force, cancel,
+// an operator mixes (apply, in batches or not, Ctrl-C, kill -9, --resume, --force, cancel,
 // pause and unpause of the pipeline and of the backfill, clear, the nightly
 // run, rollback) on a 20-date window of a pipeline whose output encodes
 // the version of its code. After each sequence every backfill is resumed
@@ -63,7 +63,8 @@ pipeline "revenue" {
   start_date      = "2025-07-01"
   max_active_runs = 4
   task "compute" {
-    command = "f=$(cat factor); echo \"$REWIND_DS $f\" >> ledger.log; sleep 0.05; awk -v ds=$REWIND_DS -v f=$f 'BEGIN { print \"ds,currency,amount_usd\"; print ds \",EUR,\" 100*f }' > $REWIND_RUN_DIR/revenue.csv"
+    command = "sh ./compute.sh"
+    depends_on_past = DOP
   }
   output "revenue" {
     table     = "analytics.fct_daily_revenue"
@@ -84,6 +85,24 @@ pipeline "kpis" {
 notify "report" {
   command = "test ! -f notify_broken || exit 1; if [ -f notify_hold ]; then touch notify_reached; while [ -f notify_hold ]; do sleep 0.05; done; fi"
 }
+`
+
+// modelCompute is the revenue task: a row per day of its data interval
+// (one day for a run of its own, each day of its batch for a batch's run)
+// holding 100 times the version of the code, and a ledger line for each.
+const modelCompute = `f=$(cat factor)
+s=$(date -u -d "$REWIND_DATA_INTERVAL_START" +%s)
+e=$(date -u -d "$REWIND_DATA_INTERVAL_END" +%s)
+out="$REWIND_RUN_DIR/revenue.csv"
+echo ds,currency,amount_usd > "$out.tmp"
+while [ "$s" -lt "$e" ]; do
+  ds=$(date -u -d "@$s" +%F)
+  echo "$ds $f" >> ledger.log
+  echo "$ds,EUR,$((100 * f))" >> "$out.tmp"
+  s=$((s + 86400))
+done
+sleep 0.05
+mv "$out.tmp" "$out"
 `
 
 const (
@@ -115,7 +134,14 @@ func modelChild() {
 	if o.ResumeID == "" {
 		from, _ := time.Parse(time.DateOnly, modelFrom)
 		to, _ := time.Parse(time.DateOnly, modelTo)
-		plan, err := backfill.MakePlan(ctx, st, backfill.PlanParams{Workspace: ws, Pipeline: "revenue", Start: from, End: to, Reprocess: "completed", Now: utc(modelNow)})
+		pp := backfill.PlanParams{Workspace: ws, Pipeline: "revenue", Start: from, End: to, Reprocess: "completed", Now: utc(modelNow)}
+		if b := os.Getenv("REWIND_MODEL_BATCH"); b != "" {
+			if pp.Batch, err = dsl.ParseBatch(b); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+		}
+		plan, err := backfill.MakePlan(ctx, st, pp)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
@@ -145,6 +171,7 @@ type model struct {
 	// changedAt: when a cutover or a rollback last changed main's date
 	changedAt map[string]time.Time
 	paused    bool
+	batch     string // the batch of the next apply ("": none)
 }
 
 // step logs a step.
@@ -163,6 +190,9 @@ func (m *model) fail(format string, args ...any) {
 func (m *model) child(resume string, force bool, killAfter int, sig syscall.Signal) map[string]string {
 	m.t.Helper()
 	cmd, stdout, stderr := m.command(resume, force)
+	if resume == "" && m.batch != "" {
+		cmd.Env = append(cmd.Env, "REWIND_MODEL_BATCH="+m.batch)
+	}
 	base := len(m.e.events("ledger.log"))
 	started := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -370,6 +400,11 @@ func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
 func (m *model) apply(r *rand.Rand) {
 	m.version++
 	m.e.setFactor(strconv.Itoa(m.version))
+	m.batch = []string{"", "", "3d", "1w"}[r.IntN(4)]
+	defer func() { m.batch = "" }()
+	if m.batch != "" {
+		m.step("batches of %s:", m.batch)
+	}
 	switch k := r.IntN(3); k {
 	case 0:
 		m.step("apply v%d", m.version)
@@ -748,7 +783,12 @@ func TestBackfillModel(t *testing.T) {
 		seq := seed + uint64(i)
 		t.Run(fmt.Sprintf("seed=%d", seq), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seq, 0))
-			e := newEnv(t, modelHCL)
+			// Odd sequences have a depends_on_past task: each date waits
+			// for the one before it.
+			e := newEnv(t, strings.Replace(modelHCL, "DOP", strconv.FormatBool(seq%2 == 1), 1))
+			if err := os.WriteFile(filepath.Join(e.dir, "compute.sh"), []byte(modelCompute), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			m := &model{t: t, e: e, version: 1, night: utc(modelNow), expect: map[string]string{}, checked: map[string]bool{}, changedAt: map[string]time.Time{}}
 			e.setFactor("1")
 			if sum, err := scheduler.Run(context.Background(), scheduler.Options{Store: e.st, Workspace: e.ws, Home: e.home, Now: m.night}); err != nil || sum.Failed() {
