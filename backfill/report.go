@@ -11,18 +11,29 @@ import (
 	"time"
 
 	"github.com/rewind-dev/rewind/lake"
+	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/store"
 )
 
-func (a *applier) report(ctx context.Context) error {
-	text, err := BackfillReport(ctx, a.o.Store, a.b, a.plan)
+func (a *applier) report(ctx context.Context) error { return a.writeReport(ctx, false) }
+
+// writeReport writes the backfill's report to .rewind/backfills/ID.md and
+// sends it to every notify block that gets backfill reports. With
+// validationFailed, the backfill failed at its validation: the report says
+// so, why (a.res.Corrections), and the two ways on; the notify blocks get
+// state failed.
+func (a *applier) writeReport(ctx context.Context, validationFailed bool) error {
+	text, err := backfillReport(ctx, a.o.Store, a.b, a.plan, validationFailed)
 	if err != nil {
 		return err
 	}
+	if validationFailed {
+		text += validationFailedSection(a.b.ID, a.res.Corrections)
+	}
 	if len(a.def.Outputs) > 0 {
 		cs := a.res.Corrections
-		if cs == nil && len(a.selected()) > 0 { // resumed after validation: the tag holds the old main
+		if cs == nil && !validationFailed && len(a.selected()) > 0 { // resumed after validation: the tag holds the old main
 			if cs, err = Corrections(ctx, a.lakes, a.def, TagName(a.b.ID), "main", a.selected()); errors.Is(err, lake.ErrNoSuchRef) {
 				cs = nil // main had nothing to tag: no correction to show
 			} else if err != nil {
@@ -45,16 +56,38 @@ func (a *applier) report(ctx context.Context) error {
 	// it: a notify block that fails is recorded (and retried by apply
 	// --resume), the backfill's state stays.
 	a.res.Undelivered = nil
-	if err := notifyAll(ctx, a.o.Workspace, a.b, a.runsFailed(ctx), path, text); err != nil {
+	if err := notifyAll(ctx, a.o.Workspace, a.b, validationFailed || a.runsFailed(ctx), path, text); err != nil {
 		a.res.Undelivered = a.o.Workspace.RedactError(err)
 		a.o.Log.Warn("backfill report not delivered", "backfill", a.b.ID, "error", a.res.Undelivered)
 	}
 	return nil
 }
 
+// validationFailedSection says why a backfill's validation failed, each
+// date of each output over its rules, and the two ways on.
+func validationFailedSection(id string, cs []Correction) string {
+	var sb strings.Builder
+	over := violations(cs)
+	fmt.Fprintf(&sb, "\n## Validation FAILED\n\n%d changes over their rules: main is untouched, the branch %s is kept.\n\n",
+		len(over), scheduler.BranchName(id))
+	for _, v := range over {
+		fmt.Fprintf(&sb, "- %s\n", v)
+	}
+	fmt.Fprintf(&sb, "\nTwo ways on:\n\n")
+	fmt.Fprintf(&sb, "- `rewind backfill apply --resume %s --force` cuts over anyway: main gets the branch's version of every date of the window\n", id)
+	fmt.Fprintf(&sb, "- `rewind backfill cancel %s` gives the backfill up: main keeps its version\n", id)
+	return sb.String()
+}
+
 // BackfillReport is the Markdown summary of a backfill: window, dates,
 // attempts, failures, durations, pools, downstream.
 func BackfillReport(ctx context.Context, st store.Store, b store.Backfill, plan Plan) (string, error) {
+	return backfillReport(ctx, st, b, plan, false)
+}
+
+// backfillReport is BackfillReport; with validationFailed, of a backfill
+// whose validation failed (main untouched, its consumers unpaused).
+func backfillReport(ctx context.Context, st store.Store, b store.Backfill, plan Plan, validationFailed bool) (string, error) {
 	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{b.Pipeline}, From: b.From, To: b.To, WithTasks: true, WithAttempts: true})
 	if err != nil {
 		return "", err
@@ -98,6 +131,9 @@ func BackfillReport(ctx context.Context, st store.Store, b store.Backfill, plan 
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# Backfill %s\n\n", b.ID)
+	if validationFailed {
+		fmt.Fprintf(&sb, "**Validation FAILED**: main is untouched (see below for why and the two ways on).\n\n")
+	}
 	fmt.Fprintf(&sb, "- pipeline: %s\n- window: %s .. %s (reprocess %s%s)\n", b.Pipeline, plan.Start, plan.End, plan.Reprocess, map[bool]string{true: ", newest first", false: ""}[plan.Reverse])
 	fmt.Fprintf(&sb, "- dates: %d planned, %d succeeded, %d failed\n", plan.Selected, ok, failed)
 	fmt.Fprintf(&sb, "- attempts: %d\n", attempts)
@@ -119,7 +155,11 @@ func BackfillReport(ctx context.Context, st store.Store, b store.Backfill, plan 
 		}
 	}
 	if len(plan.Downstream) > 0 {
-		fmt.Fprintf(&sb, "\n## Downstream\n\nPaused during the backfill, then rebuilt for the window: %s\n", strings.Join(plan.Downstream, ", "))
+		if validationFailed {
+			fmt.Fprintf(&sb, "\n## Downstream\n\nPaused during the backfill, unpaused when its validation failed (main is untouched: nothing to rebuild): %s\n", strings.Join(plan.Downstream, ", "))
+		} else {
+			fmt.Fprintf(&sb, "\n## Downstream\n\nPaused during the backfill, then rebuilt for the window: %s\n", strings.Join(plan.Downstream, ", "))
+		}
 	}
 	if failed > 0 {
 		fmt.Fprintf(&sb, "\n## Failed dates\n\n%s\n", strings.Join(failedDates, ", "))

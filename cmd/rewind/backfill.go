@@ -404,7 +404,13 @@ func (f *applyFlags) report(g *globals, res *backfill.BackfillResult, err error)
 	}
 	if res != nil && res.Undelivered != nil {
 		// Said even with --quiet: nobody else was told.
-		fmt.Fprintf(g.stderr, "report not delivered: %v (rewind backfill apply --resume %s sends it again)\n", res.Undelivered, res.ID)
+		if res.State == store.BackfillFailed {
+			// The report of a failed validation: the error below says
+			// the ways on.
+			fmt.Fprintf(g.stderr, "report not delivered: %v\n", res.Undelivered)
+		} else {
+			fmt.Fprintf(g.stderr, "report not delivered: %v (rewind backfill apply --resume %s sends it again)\n", res.Undelivered, res.ID)
+		}
 	}
 	var busy *lease.BusyError
 	var owned *backfill.OwnedError
@@ -423,6 +429,10 @@ func (f *applyFlags) report(g *globals, res *backfill.BackfillResult, err error)
 		if res != nil {
 			if len(res.Unpaused) > 0 {
 				fmt.Fprintf(g.stderr, "consumers unpaused (main untouched): %s\n", strings.Join(res.Unpaused, ", "))
+			}
+			if res.ReportPath != "" {
+				// A failed validation is reported too.
+				fmt.Fprintf(g.stderr, "report: %s\n", res.ReportPath)
 			}
 			return exitWith(exitFailed, "backfill %s: %v", res.ID, err)
 		}
