@@ -117,6 +117,22 @@ type Plan struct {
 	Rebuilt []string `json:"rebuilt,omitempty"`
 }
 
+// Skipped says why a backfill of the plan passes phase without anything
+// to do ("" when it does the phase): a pipeline without outputs has nothing
+// to validate or cut over, nor has a plan that selected no date.
+func (p Plan) Skipped(phase string) string {
+	if phase != PhaseValidate && phase != PhaseCutover {
+		return ""
+	}
+	switch {
+	case !p.Outputs:
+		return "no outputs"
+	case p.Selected == 0:
+		return "no date selected"
+	}
+	return ""
+}
+
 // RenamePlan is a recorded plan (JSON, as apply stores it) with pipeline
 // from named to wherever the plan names a pipeline: the one backfilled,
 // the consumers, the watermarks reset. renamed says whether it named from

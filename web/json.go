@@ -95,6 +95,9 @@ type (
 		Phase  string             `json:"phase"`
 		Detail string             `json:"detail"`
 		Dates  []BackfillDateJSON `json:"dates"`
+		// Phases say where each phase stands, as the web view's
+		// backfill page shows them.
+		Phases []PhaseJSON `json:"phases"`
 	}
 	// BackfillDateJSON is a date of a BackfillStatusJSON: the state of the
 	// backfill's own run of it.
@@ -444,7 +447,8 @@ func datesJSON(p *dsl.Pipeline, ivs []timetable.Interval, routes []skew.Route, p
 // pipeline in its window (ListRuns From b.From To b.To): the dates are
 // those whose run is the backfill's own.
 func BackfillStatus(b store.Backfill, runs []store.Run) BackfillStatusJSON {
-	out := BackfillStatusJSON{ID: b.ID, State: backfill.ShownState(b), Phase: b.Phase, Detail: b.Detail, Dates: []BackfillDateJSON{}}
+	out := BackfillStatusJSON{ID: b.ID, State: backfill.ShownState(b), Phase: b.Phase, Detail: b.Detail, Dates: []BackfillDateJSON{},
+		Phases: backfillPhases(b, runs)}
 	for _, r := range runs {
 		if r.BackfillID == b.ID {
 			out.Dates = append(out.Dates, BackfillDateJSON{DS: r.DS, State: string(r.State)})
