@@ -56,7 +56,7 @@ type BackfillResult struct {
 	ID         string
 	State      store.BackfillState
 	ReportPath string
-	Missing    []string // dates whose sources failed verification: "ds: check: error"
+	Missing    []string // dates whose sources failed verification: "ds: check: error" (a sub-daily date by its logical date)
 	Summary    *scheduler.Summary
 	// Corrections are the outputs' per-date changes that validation found.
 	Corrections []Correction
@@ -520,20 +520,20 @@ func (a *applier) runVars(d PlanDate) dsl.RunVars {
 // a missing source stops the backfill with the dates listed.
 func (a *applier) verify(ctx context.Context) error {
 	var missing []string
+	dates := map[string]bool{}
 	for _, d := range a.selected() {
 		rv := a.runVars(d)
 		for _, r := range a.def.Requires {
 			if err := requires.Check(ctx, r, rv); err != nil {
-				missing = append(missing, a.o.Workspace.Redact(fmt.Sprintf("%s: %s: %v", d.DS, r.Name, err)))
+				// An interval of a sub-daily pipeline is named by its
+				// logical date, as the plan names it.
+				missing = append(missing, a.o.Workspace.Redact(fmt.Sprintf("%s: %s: %v", a.plan.DateName(d), r.Name, err)))
+				dates[d.LogicalDate] = true
 			}
 		}
 	}
 	if len(missing) > 0 {
 		a.res.Missing = missing
-		dates := map[string]bool{}
-		for _, m := range missing {
-			dates[m[:strings.Index(m, ":")]] = true
-		}
 		return fmt.Errorf("%w for %d dates; nothing was written:\n  %s", ErrSourcesMissing, len(dates), strings.Join(missing, "\n  "))
 	}
 	return nil

@@ -92,6 +92,19 @@ func backfillReport(ctx context.Context, st store.Store, b store.Backfill, plan 
 	if err != nil {
 		return "", err
 	}
+	// A run is named as the plan names its date (Plan.DateName).
+	names := map[int64]string{}
+	for _, d := range plan.Dates {
+		if at, err := time.Parse(time.RFC3339, d.LogicalDate); err == nil {
+			names[at.Unix()] = plan.DateName(d)
+		}
+	}
+	name := func(r store.Run) string {
+		if n, ok := names[r.LogicalDate.Unix()]; ok {
+			return n
+		}
+		return r.DS
+	}
 	var (
 		ok, failed, attempts int
 		failedDates          []string
@@ -108,7 +121,7 @@ func backfillReport(ctx context.Context, st store.Store, b store.Backfill, plan 
 			ok++
 		case store.RunFailed:
 			failed++
-			failedDates = append(failedDates, r.DS)
+			failedDates = append(failedDates, name(r))
 		}
 		if !r.StartedAt.IsZero() && !r.EndedAt.IsZero() {
 			durations = append(durations, r.EndedAt.Sub(r.StartedAt))
@@ -129,23 +142,24 @@ func backfillReport(ctx context.Context, st store.Store, b store.Backfill, plan 
 			}
 		}
 	}
+	from, to := plan.Window()
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# Backfill %s\n\n", b.ID)
 	if validationFailed {
 		fmt.Fprintf(&sb, "**Validation FAILED**: main is untouched (see below for why and the two ways on).\n\n")
 	}
-	fmt.Fprintf(&sb, "- pipeline: %s\n- window: %s .. %s (reprocess %s%s)\n", b.Pipeline, plan.Start, plan.End, plan.Reprocess, map[bool]string{true: ", newest first", false: ""}[plan.Reverse])
+	fmt.Fprintf(&sb, "- pipeline: %s\n- window: %s .. %s (reprocess %s%s)\n", b.Pipeline, from, to, plan.Reprocess, map[bool]string{true: ", newest first", false: ""}[plan.Reverse])
 	fmt.Fprintf(&sb, "- dates: %d planned, %d succeeded, %d failed\n", plan.Selected, ok, failed)
 	fmt.Fprintf(&sb, "- attempts: %d\n", attempts)
 	if len(durations) > 0 {
 		fmt.Fprintf(&sb, "- wall clock: %s; median run %s; %d waves of up to %d runs\n", last.Sub(first).Round(time.Second), skew.MedianDuration(durations).Round(time.Millisecond), plan.Waves, plan.MaxActiveRuns)
 	}
-	names := make([]string, 0, len(pools))
+	poolNames := make([]string, 0, len(pools))
 	for p := range pools {
-		names = append(names, p)
+		poolNames = append(poolNames, p)
 	}
-	sort.Strings(names)
-	for _, p := range names {
+	sort.Strings(poolNames)
+	for _, p := range poolNames {
 		fmt.Fprintf(&sb, "- pool %s: %d attempts\n", p, pools[p])
 	}
 	if len(plan.Watermarks) > 0 {

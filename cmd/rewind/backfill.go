@@ -211,13 +211,9 @@ func printPlan(w io.Writer, p *backfill.Plan) {
 	}
 	// A sub-daily pipeline's dates are named by their date-time: 24 lines
 	// of one day say nothing.
-	subDaily := false
-	for i := 1; i < len(p.Dates); i++ {
-		subDaily = subDaily || p.Dates[i].DS == p.Dates[i-1].DS
-	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := "DS"
-	if subDaily {
+	if p.SubDaily() {
 		head = "LOGICAL DATE"
 	}
 	// HOT BY: the detector that routed the date to its pool.
@@ -230,10 +226,7 @@ func printPlan(w io.Writer, p *backfill.Plan) {
 		fmt.Fprintln(tw, head+"\tSTATE\tACTION\tPOOL\tHOT BY\tREASON")
 	}
 	for _, d := range p.Dates {
-		name := d.DS
-		if subDaily {
-			name = d.LogicalDate
-		}
+		name := p.DateName(d)
 		if p.Outputs {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, d.State, d.Action, d.Pool, d.Detector, d.Result, d.Reason)
 		} else {
