@@ -86,7 +86,7 @@ func BackfillReport(ctx context.Context, st store.Store, b store.Backfill, plan 
 }
 
 // backfillReport is BackfillReport; with validationFailed, of a backfill
-// whose validation failed (main untouched, its consumers unpaused).
+// whose validation failed (main untouched, its consumers not rebuilt).
 func backfillReport(ctx context.Context, st store.Store, b store.Backfill, plan Plan, validationFailed bool) (string, error) {
 	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{b.Pipeline}, From: b.From, To: b.To, WithTasks: true, WithAttempts: true})
 	if err != nil {
@@ -170,7 +170,7 @@ func backfillReport(ctx context.Context, st store.Store, b store.Backfill, plan 
 	}
 	if len(plan.Downstream) > 0 {
 		if validationFailed {
-			fmt.Fprintf(&sb, "\n## Downstream\n\nPaused during the backfill, unpaused when its validation failed (main is untouched: nothing to rebuild): %s\n", strings.Join(plan.Downstream, ", "))
+			fmt.Fprintf(&sb, "\n## Downstream\n\nPaused during the backfill (those it paused are unpaused again), not rebuilt: main is untouched: %s\n", strings.Join(plan.Downstream, ", "))
 		} else {
 			fmt.Fprintf(&sb, "\n## Downstream\n\nPaused during the backfill, then rebuilt for the window: %s\n", strings.Join(plan.Downstream, ", "))
 		}
