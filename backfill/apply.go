@@ -56,7 +56,7 @@ type BackfillResult struct {
 	ID         string
 	State      store.BackfillState
 	ReportPath string
-	Missing    []string // dates whose sources failed verification: "ds: check: error"
+	Missing    []string // dates whose sources failed verification: "ds: check: error" (a sub-daily date by its logical date)
 	Summary    *scheduler.Summary
 	// Corrections are the outputs' per-date changes that validation found.
 	Corrections []Correction
@@ -260,7 +260,9 @@ func (a *applier) run(ctx context.Context) error {
 			return err
 		}
 	}
-	// A cancel from another rewind stops the phases.
+	// A cancel from another rewind stops the phases (not the report of
+	// a failed validation, sent under parent).
+	parent := ctx
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	go a.watchCancel(ctx, stop)
@@ -286,7 +288,11 @@ func (a *applier) run(ctx context.Context) error {
 			if cause := context.Cause(ctx); errors.Is(cause, errCancelled) {
 				return a.cancelled()
 			}
-			return a.fail(ph, err)
+			ferr := a.fail(ph, err)
+			if errors.Is(err, ErrValidation) && a.b.State == store.BackfillFailed {
+				a.reportValidationFailure(parent, err)
+			}
+			return ferr
 		}
 	}
 	state := store.BackfillSuccess
@@ -302,6 +308,26 @@ func (a *applier) run(ctx context.Context) error {
 		p.Phase, p.Detail = PhaseReport, &detail
 	}
 	return a.update(context.WithoutCancel(ctx), p)
+}
+
+// reportValidationFailure writes and sends the report of a backfill that
+// a.fail just failed at its validation (verr). It changes nothing of the
+// backfill's state: a report that is not written or not delivered is
+// recorded in its detail, beside why it failed (apply --resume validates
+// again and sends the report again).
+func (a *applier) reportValidationFailure(ctx context.Context, verr error) {
+	if err := a.writeReport(ctx, true); err != nil {
+		a.res.Undelivered = a.o.Workspace.RedactError(fmt.Errorf("report not written: %w", err))
+		a.o.Log.Warn("backfill report not written", "backfill", a.b.ID, "error", a.res.Undelivered)
+	}
+	if a.res.Undelivered == nil {
+		return
+	}
+	detail := fmt.Sprintf("%v\nreport not delivered: %v", a.o.Workspace.RedactError(verr), a.res.Undelivered)
+	// Guarded on failed at validate: a cancel meanwhile stays as it is.
+	if err := a.update(context.WithoutCancel(ctx), store.UpdateBackfillParams{Detail: &detail}); err != nil {
+		a.o.Log.Warn("backfill report not delivered, not recorded", "backfill", a.b.ID, "error", err)
+	}
 }
 
 // undeliveredDetail is what the state records of a report not delivered.
@@ -494,20 +520,20 @@ func (a *applier) runVars(d PlanDate) dsl.RunVars {
 // a missing source stops the backfill with the dates listed.
 func (a *applier) verify(ctx context.Context) error {
 	var missing []string
+	dates := map[string]bool{}
 	for _, d := range a.selected() {
 		rv := a.runVars(d)
 		for _, r := range a.def.Requires {
 			if err := requires.Check(ctx, r, rv); err != nil {
-				missing = append(missing, a.o.Workspace.Redact(fmt.Sprintf("%s: %s: %v", d.DS, r.Name, err)))
+				// An interval of a sub-daily pipeline is named by its
+				// logical date, as the plan names it.
+				missing = append(missing, a.o.Workspace.Redact(fmt.Sprintf("%s: %s: %v", a.plan.DateName(d), r.Name, err)))
+				dates[d.LogicalDate] = true
 			}
 		}
 	}
 	if len(missing) > 0 {
 		a.res.Missing = missing
-		dates := map[string]bool{}
-		for _, m := range missing {
-			dates[m[:strings.Index(m, ":")]] = true
-		}
 		return fmt.Errorf("%w for %d dates; nothing was written:\n  %s", ErrSourcesMissing, len(dates), strings.Join(missing, "\n  "))
 	}
 	return nil

@@ -30,6 +30,16 @@ func (a *applier) validate(ctx context.Context) error {
 		return err
 	}
 	a.res.Corrections = cs
+	over := violations(cs)
+	if len(over) > 0 && !a.o.Force {
+		return fmt.Errorf("%w: %d changes over their rules; main is untouched, branch %s kept (apply --resume %s --force cuts over anyway; rewind backfill cancel %s gives it up):\n  %s",
+			ErrValidation, len(over), scheduler.BranchName(a.b.ID), a.b.ID, a.b.ID, strings.Join(over, "\n  "))
+	}
+	return nil
+}
+
+// violations names each date of each output over its validate rules.
+func violations(cs []Correction) []string {
 	var over []string
 	for _, c := range cs {
 		for _, r := range c.FailedRules {
@@ -39,11 +49,7 @@ func (a *applier) validate(ctx context.Context) error {
 			over = append(over, fmt.Sprintf("%s %s %s: %.2f -> %.2f (%.2f%% > %.2f%%)", c.Output, c.DS, c.Column, c.Old, c.New, 100*c.Change, 100*c.Limit))
 		}
 	}
-	if len(over) > 0 && !a.o.Force {
-		return fmt.Errorf("%w: %d changes over their rules; main is untouched, branch %s kept (apply --resume %s --force cuts over anyway):\n  %s",
-			ErrValidation, len(over), scheduler.BranchName(a.b.ID), a.b.ID, strings.Join(over, "\n  "))
-	}
-	return nil
+	return over
 }
 
 // cutover makes the window's partitions of each output's main the

@@ -130,6 +130,64 @@ type Plan struct {
 	Rebuilt []string `json:"rebuilt,omitempty"`
 }
 
+// SubDaily reports whether the plan names its dates by their logical
+// date-time (RFC 3339 with the pipeline's offset) rather than by their ds:
+// when a day has several of them (a sub-daily schedule), 24 lines of one
+// day say nothing.
+func (p Plan) SubDaily() bool {
+	for i := 1; i < len(p.Dates); i++ {
+		if p.Dates[i].DS == p.Dates[i-1].DS {
+			return true
+		}
+	}
+	return false
+}
+
+// DateName is how the plan's date d is named to the operator: its ds, or
+// its logical date when the plan is SubDaily.
+func (p Plan) DateName(d PlanDate) string {
+	if p.SubDaily() {
+		return d.LogicalDate
+	}
+	return d.DS
+}
+
+// Window names the plan's window: its first and last day (Start, End), or,
+// for a SubDaily plan, its first and last logical dates.
+func (p Plan) Window() (from, to string) {
+	if !p.SubDaily() {
+		return p.Start, p.End
+	}
+	return p.Dates[0].LogicalDate, p.Dates[len(p.Dates)-1].LogicalDate
+}
+
+// WindowOf names backfill b's window as status and list show it: the
+// first and last day, or, for a sub-daily backfill, the first and last
+// logical dates of its plan (Plan.Window).
+func WindowOf(b store.Backfill) (from, to string) {
+	var p Plan
+	if b.Plan != "" && json.Unmarshal([]byte(b.Plan), &p) == nil && p.SubDaily() {
+		return p.Window()
+	}
+	return b.From.Format(skew.DateOnly), b.To.Format(skew.DateOnly)
+}
+
+// Skipped says why a backfill of the plan passes phase without anything
+// to do ("" when it does the phase): a pipeline without outputs has nothing
+// to validate or cut over, nor has a plan that selected no date.
+func (p Plan) Skipped(phase string) string {
+	if phase != PhaseValidate && phase != PhaseCutover {
+		return ""
+	}
+	switch {
+	case !p.Outputs:
+		return "no outputs"
+	case p.Selected == 0:
+		return "no date selected"
+	}
+	return ""
+}
+
 // RenamePlan is a recorded plan (JSON, as apply stores it) with pipeline
 // from named to wherever the plan names a pipeline: the one backfilled,
 // the consumers, the watermarks reset. renamed says whether it named from

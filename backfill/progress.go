@@ -53,18 +53,11 @@ func (a *applier) progress(ctx context.Context) (windowProgress, error) {
 		byDate[r.LogicalDate.Unix()] = r
 	}
 	w := windowProgress{runs: map[string]store.Run{}, label: map[string]string{}}
-	perDS := map[string]int{}
-	for _, d := range a.selected() {
-		perDS[d.DS]++
-	}
 	for _, d := range a.selected() {
 		w.selected++
 		// A date is named by its ds, an interval of a sub-daily pipeline
 		// by its logical date.
-		w.label[d.LogicalDate] = d.DS
-		if perDS[d.DS] > 1 {
-			w.label[d.LogicalDate] = d.LogicalDate
-		}
+		w.label[d.LogicalDate] = a.plan.DateName(d)
 		at, err := time.Parse(time.RFC3339, d.LogicalDate)
 		if err != nil {
 			return w, fmt.Errorf("backfill %s: plan date %q: %w", a.b.ID, d.LogicalDate, err)

@@ -11,18 +11,29 @@ import (
 	"time"
 
 	"github.com/rewind-dev/rewind/lake"
+	"github.com/rewind-dev/rewind/scheduler"
 	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/store"
 )
 
-func (a *applier) report(ctx context.Context) error {
-	text, err := BackfillReport(ctx, a.o.Store, a.b, a.plan)
+func (a *applier) report(ctx context.Context) error { return a.writeReport(ctx, false) }
+
+// writeReport writes the backfill's report to .rewind/backfills/ID.md and
+// sends it to every notify block that gets backfill reports. With
+// validationFailed, the backfill failed at its validation: the report says
+// so, why (a.res.Corrections), and the two ways on; the notify blocks get
+// state failed.
+func (a *applier) writeReport(ctx context.Context, validationFailed bool) error {
+	text, err := backfillReport(ctx, a.o.Store, a.b, a.plan, validationFailed)
 	if err != nil {
 		return err
 	}
+	if validationFailed {
+		text += validationFailedSection(a.b.ID, a.res.Corrections)
+	}
 	if len(a.def.Outputs) > 0 {
 		cs := a.res.Corrections
-		if cs == nil && len(a.selected()) > 0 { // resumed after validation: the tag holds the old main
+		if cs == nil && !validationFailed && len(a.selected()) > 0 { // resumed after validation: the tag holds the old main
 			if cs, err = Corrections(ctx, a.lakes, a.def, TagName(a.b.ID), "main", a.selected()); errors.Is(err, lake.ErrNoSuchRef) {
 				cs = nil // main had nothing to tag: no correction to show
 			} else if err != nil {
@@ -45,19 +56,54 @@ func (a *applier) report(ctx context.Context) error {
 	// it: a notify block that fails is recorded (and retried by apply
 	// --resume), the backfill's state stays.
 	a.res.Undelivered = nil
-	if err := notifyAll(ctx, a.o.Workspace, a.b, a.runsFailed(ctx), path, text); err != nil {
+	if err := notifyAll(ctx, a.o.Workspace, a.b, validationFailed || a.runsFailed(ctx), path, text); err != nil {
 		a.res.Undelivered = a.o.Workspace.RedactError(err)
 		a.o.Log.Warn("backfill report not delivered", "backfill", a.b.ID, "error", a.res.Undelivered)
 	}
 	return nil
 }
 
+// validationFailedSection says why a backfill's validation failed, each
+// date of each output over its rules, and the two ways on.
+func validationFailedSection(id string, cs []Correction) string {
+	var sb strings.Builder
+	over := violations(cs)
+	fmt.Fprintf(&sb, "\n## Validation FAILED\n\n%d changes over their rules: main is untouched, the branch %s is kept.\n\n",
+		len(over), scheduler.BranchName(id))
+	for _, v := range over {
+		fmt.Fprintf(&sb, "- %s\n", v)
+	}
+	fmt.Fprintf(&sb, "\nTwo ways on:\n\n")
+	fmt.Fprintf(&sb, "- `rewind backfill apply --resume %s --force` cuts over anyway: main gets the branch's version of every date of the window\n", id)
+	fmt.Fprintf(&sb, "- `rewind backfill cancel %s` gives the backfill up: main keeps its version\n", id)
+	return sb.String()
+}
+
 // BackfillReport is the Markdown summary of a backfill: window, dates,
 // attempts, failures, durations, pools, downstream.
 func BackfillReport(ctx context.Context, st store.Store, b store.Backfill, plan Plan) (string, error) {
+	return backfillReport(ctx, st, b, plan, false)
+}
+
+// backfillReport is BackfillReport; with validationFailed, of a backfill
+// whose validation failed (main untouched, its consumers not rebuilt).
+func backfillReport(ctx context.Context, st store.Store, b store.Backfill, plan Plan, validationFailed bool) (string, error) {
 	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{b.Pipeline}, From: b.From, To: b.To, WithTasks: true, WithAttempts: true})
 	if err != nil {
 		return "", err
+	}
+	// A run is named as the plan names its date (Plan.DateName).
+	names := map[int64]string{}
+	for _, d := range plan.Dates {
+		if at, err := time.Parse(time.RFC3339, d.LogicalDate); err == nil {
+			names[at.Unix()] = plan.DateName(d)
+		}
+	}
+	name := func(r store.Run) string {
+		if n, ok := names[r.LogicalDate.Unix()]; ok {
+			return n
+		}
+		return r.DS
 	}
 	var (
 		ok, failed, attempts int
@@ -75,7 +121,7 @@ func BackfillReport(ctx context.Context, st store.Store, b store.Backfill, plan 
 			ok++
 		case store.RunFailed:
 			failed++
-			failedDates = append(failedDates, r.DS)
+			failedDates = append(failedDates, name(r))
 		}
 		if !r.StartedAt.IsZero() && !r.EndedAt.IsZero() {
 			durations = append(durations, r.EndedAt.Sub(r.StartedAt))
@@ -96,20 +142,24 @@ func BackfillReport(ctx context.Context, st store.Store, b store.Backfill, plan 
 			}
 		}
 	}
+	from, to := plan.Window()
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# Backfill %s\n\n", b.ID)
-	fmt.Fprintf(&sb, "- pipeline: %s\n- window: %s .. %s (reprocess %s%s)\n", b.Pipeline, plan.Start, plan.End, plan.Reprocess, map[bool]string{true: ", newest first", false: ""}[plan.Reverse])
+	if validationFailed {
+		fmt.Fprintf(&sb, "**Validation FAILED**: main is untouched (see below for why and the two ways on).\n\n")
+	}
+	fmt.Fprintf(&sb, "- pipeline: %s\n- window: %s .. %s (reprocess %s%s)\n", b.Pipeline, from, to, plan.Reprocess, map[bool]string{true: ", newest first", false: ""}[plan.Reverse])
 	fmt.Fprintf(&sb, "- dates: %d planned, %d succeeded, %d failed\n", plan.Selected, ok, failed)
 	fmt.Fprintf(&sb, "- attempts: %d\n", attempts)
 	if len(durations) > 0 {
 		fmt.Fprintf(&sb, "- wall clock: %s; median run %s; %d waves of up to %d runs\n", last.Sub(first).Round(time.Second), skew.MedianDuration(durations).Round(time.Millisecond), plan.Waves, plan.MaxActiveRuns)
 	}
-	names := make([]string, 0, len(pools))
+	poolNames := make([]string, 0, len(pools))
 	for p := range pools {
-		names = append(names, p)
+		poolNames = append(poolNames, p)
 	}
-	sort.Strings(names)
-	for _, p := range names {
+	sort.Strings(poolNames)
+	for _, p := range poolNames {
 		fmt.Fprintf(&sb, "- pool %s: %d attempts\n", p, pools[p])
 	}
 	if len(plan.Watermarks) > 0 {
@@ -119,7 +169,11 @@ func BackfillReport(ctx context.Context, st store.Store, b store.Backfill, plan 
 		}
 	}
 	if len(plan.Downstream) > 0 {
-		fmt.Fprintf(&sb, "\n## Downstream\n\nPaused during the backfill, then rebuilt for the window: %s\n", strings.Join(plan.Downstream, ", "))
+		if validationFailed {
+			fmt.Fprintf(&sb, "\n## Downstream\n\nPaused during the backfill (those it paused are unpaused again), not rebuilt: main is untouched: %s\n", strings.Join(plan.Downstream, ", "))
+		} else {
+			fmt.Fprintf(&sb, "\n## Downstream\n\nPaused during the backfill, then rebuilt for the window: %s\n", strings.Join(plan.Downstream, ", "))
+		}
 	}
 	if failed > 0 {
 		fmt.Fprintf(&sb, "\n## Failed dates\n\n%s\n", strings.Join(failedDates, ", "))

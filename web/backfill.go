@@ -56,6 +56,10 @@ type PhaseJSON struct {
 	State   string `json:"state"` // done | running | failed | cancelled | pending
 	Started string `json:"started,omitempty"`
 	Ended   string `json:"ended,omitempty"`
+	// Skipped says why a phase that is done had nothing to do ("no
+	// outputs", "no date selected"; backfill.Plan.Skipped), "" when it
+	// did its work or is not done.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // BackfillDateRowJSON is one date of the plan.
@@ -146,18 +150,8 @@ func (s *Server) backfill(ctx context.Context, id string) (*BackfillJSON, error)
 		}
 	}
 	byTime := map[int64]store.Run{}
-	var runStart, runEnd time.Time
 	for _, r := range runs {
 		byTime[r.LogicalDate.Unix()] = r
-		if r.BackfillID != b.ID {
-			continue
-		}
-		if !r.StartedAt.IsZero() && (runStart.IsZero() || r.StartedAt.Before(runStart)) {
-			runStart = r.StartedAt
-		}
-		if r.EndedAt.After(runEnd) {
-			runEnd = r.EndedAt
-		}
 	}
 	var window []backfill.PlanDate
 	if out.Plan != nil {
@@ -181,7 +175,7 @@ func (s *Server) backfill(ctx context.Context, id string) (*BackfillJSON, error)
 			out.Dates = append(out.Dates, row)
 		}
 	}
-	out.Phases = phaseRows(b, runStart, runEnd)
+	out.Phases = out.Status.Phases
 	out.Report = s.report(b.ID)
 	if def := s.o.Workspace.Pipeline(b.Pipeline); def != nil && len(def.Outputs) > 0 {
 		out.Validation, out.Outputs = s.validation(ctx, def, b, window)
@@ -189,8 +183,35 @@ func (s *Server) backfill(ctx context.Context, id string) (*BackfillJSON, error)
 	return out, nil
 }
 
-// phaseRows says where each phase stands from the backfill's phase and state.
-func phaseRows(b store.Backfill, runStart, runEnd time.Time) []PhaseJSON {
+// backfillPhases says where each phase of backfill b stands; runs are
+// the runs of its window.
+func backfillPhases(b store.Backfill, runs []store.Run) []PhaseJSON {
+	var runStart, runEnd time.Time
+	for _, r := range runs {
+		if r.BackfillID != b.ID {
+			continue
+		}
+		if !r.StartedAt.IsZero() && (runStart.IsZero() || r.StartedAt.Before(runStart)) {
+			runStart = r.StartedAt
+		}
+		if r.EndedAt.After(runEnd) {
+			runEnd = r.EndedAt
+		}
+	}
+	var plan *backfill.Plan
+	if b.Plan != "" {
+		var p backfill.Plan
+		if err := json.Unmarshal([]byte(b.Plan), &p); err == nil {
+			plan = &p
+		}
+	}
+	return phaseRows(b, plan, runStart, runEnd)
+}
+
+// phaseRows says where each phase stands from the backfill's phase and
+// state, and, from its plan (nil if unknown), which of those done had
+// nothing to do.
+func phaseRows(b store.Backfill, plan *backfill.Plan, runStart, runEnd time.Time) []PhaseJSON {
 	cur := slices.Index(phases, b.Phase)
 	done := b.State == store.BackfillSuccess && b.Phase == backfill.PhaseDone
 	rows := make([]PhaseJSON, len(phases))
@@ -225,6 +246,9 @@ func phaseRows(b store.Backfill, runStart, runEnd time.Time) []PhaseJSON {
 		}
 		if done && name == backfill.PhaseDone {
 			row.Ended = stamp(b.UpdatedAt)
+		}
+		if row.State == "done" && plan != nil {
+			row.Skipped = plan.Skipped(name)
 		}
 		rows[i] = row
 	}

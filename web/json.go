@@ -99,12 +99,19 @@ type (
 		Phase  string             `json:"phase"`
 		Detail string             `json:"detail"`
 		Dates  []BackfillDateJSON `json:"dates"`
+		// Phases say where each phase stands, as the web view's
+		// backfill page shows them.
+		Phases []PhaseJSON `json:"phases"`
 	}
 	// BackfillDateJSON is a date of a BackfillStatusJSON: the state of the
 	// backfill's own run of it.
 	BackfillDateJSON struct {
 		DS    string `json:"ds"`
 		State string `json:"state"`
+		// LogicalDate is the run's logical date, RFC 3339 with the
+		// pipeline's offset (as its plan names it): what tells apart the
+		// runs of one day of a sub-daily pipeline.
+		LogicalDate string `json:"logical_date"`
 	}
 	// LakeTableJSON is `lake show TABLE --json`: the table's snapshots,
 	// oldest first, its refs by name and the row count of each partition
@@ -451,10 +458,25 @@ func datesJSON(p *dsl.Pipeline, ivs []timetable.Interval, routes []skew.Route, p
 // pipeline in its window (ListRuns From b.From To b.To): the dates are
 // those whose run is the backfill's own.
 func BackfillStatus(b store.Backfill, runs []store.Run) BackfillStatusJSON {
-	out := BackfillStatusJSON{ID: b.ID, State: backfill.ShownState(b), Phase: b.Phase, Detail: b.Detail, Dates: []BackfillDateJSON{}}
+	out := BackfillStatusJSON{ID: b.ID, State: backfill.ShownState(b), Phase: b.Phase, Detail: b.Detail, Dates: []BackfillDateJSON{},
+		Phases: backfillPhases(b, runs)}
+	// The plan's logical dates carry the pipeline's offset.
+	logical := map[int64]string{}
+	var plan backfill.Plan
+	if b.Plan != "" && json.Unmarshal([]byte(b.Plan), &plan) == nil {
+		for _, d := range plan.Dates {
+			if at, err := time.Parse(time.RFC3339, d.LogicalDate); err == nil {
+				logical[at.Unix()] = d.LogicalDate
+			}
+		}
+	}
 	for _, r := range runs {
 		if r.BackfillID == b.ID {
-			out.Dates = append(out.Dates, BackfillDateJSON{DS: r.DS, State: string(r.State)})
+			ld, ok := logical[r.LogicalDate.Unix()]
+			if !ok {
+				ld = r.LogicalDate.Format(time.RFC3339)
+			}
+			out.Dates = append(out.Dates, BackfillDateJSON{DS: r.DS, State: string(r.State), LogicalDate: ld})
 		}
 	}
 	return out

@@ -233,13 +233,9 @@ func printPlan(w io.Writer, p *backfill.Plan) {
 	}
 	// A sub-daily pipeline's dates are named by their date-time: 24 lines
 	// of one day say nothing.
-	subDaily := false
-	for i := 1; i < len(p.Dates); i++ {
-		subDaily = subDaily || p.Dates[i].DS == p.Dates[i-1].DS
-	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := "DS"
-	if subDaily {
+	if p.SubDaily() {
 		head = "LOGICAL DATE"
 	}
 	// HOT BY: the detector that routed the date to its pool.
@@ -252,10 +248,7 @@ func printPlan(w io.Writer, p *backfill.Plan) {
 		fmt.Fprintln(tw, head+"\tSTATE\tACTION\tPOOL\tHOT BY\tREASON")
 	}
 	for _, d := range p.Dates {
-		name := d.DS
-		if subDaily {
-			name = d.LogicalDate
-		}
+		name := p.DateName(d)
 		if p.Outputs {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, d.State, d.Action, d.Pool, d.Detector, d.Result, d.Reason)
 		} else {
@@ -442,7 +435,13 @@ func (f *applyFlags) report(g *globals, res *backfill.BackfillResult, err error)
 	}
 	if res != nil && res.Undelivered != nil {
 		// Said even with --quiet: nobody else was told.
-		fmt.Fprintf(g.stderr, "report not delivered: %v (rewind backfill apply --resume %s sends it again)\n", res.Undelivered, res.ID)
+		if res.State == store.BackfillFailed {
+			// The report of a failed validation: the error below says
+			// the ways on.
+			fmt.Fprintf(g.stderr, "report not delivered: %v\n", res.Undelivered)
+		} else {
+			fmt.Fprintf(g.stderr, "report not delivered: %v (rewind backfill apply --resume %s sends it again)\n", res.Undelivered, res.ID)
+		}
 	}
 	var busy *lease.BusyError
 	var owned *backfill.OwnedError
@@ -461,6 +460,10 @@ func (f *applyFlags) report(g *globals, res *backfill.BackfillResult, err error)
 		if res != nil {
 			if len(res.Unpaused) > 0 {
 				fmt.Fprintf(g.stderr, "consumers unpaused (main untouched): %s\n", strings.Join(res.Unpaused, ", "))
+			}
+			if res.ReportPath != "" {
+				// A failed validation is reported too.
+				fmt.Fprintf(g.stderr, "report: %s\n", res.ReportPath)
 			}
 			return exitWith(exitFailed, "backfill %s: %v", res.ID, err)
 		}

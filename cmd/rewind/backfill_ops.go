@@ -123,8 +123,22 @@ func printBackfillStatus(w io.Writer, b store.Backfill, status web.BackfillStatu
 	for _, d := range status.Dates {
 		counts[d.State]++
 	}
-	fmt.Fprintf(w, "backfill %s of %s, %s .. %s: %s, phase %s\n", b.ID, b.Pipeline, b.From.Format("2006-01-02"), b.To.Format("2006-01-02"), backfill.ShownState(b), b.Phase)
+	from, to := backfill.WindowOf(b)
+	fmt.Fprintf(w, "backfill %s of %s, %s .. %s: %s, phase %s\n", b.ID, b.Pipeline, from, to, backfill.ShownState(b), b.Phase)
 	fmt.Fprintf(w, "dates: %d queued, %d running, %d success, %d failed\n", counts["queued"], counts["running"], counts["success"], counts["failed"])
+	// Each phase, in the order apply runs them: done, the one it is at
+	// (running, failed, cancelled), pending; one that had nothing to do
+	// says skipped, and why.
+	fmt.Fprintln(w, "phases:")
+	for _, p := range status.Phases {
+		switch {
+		case p.Name == backfill.PhaseDone:
+		case p.Skipped != "":
+			fmt.Fprintf(w, "  %s: skipped (%s)\n", p.Name, p.Skipped)
+		default:
+			fmt.Fprintf(w, "  %s: %s\n", p.Name, p.State)
+		}
+	}
 	if b.Detail != "" {
 		fmt.Fprintln(w, b.Detail)
 	}
@@ -182,7 +196,8 @@ state, phase, on_hold, rolled_back, created_at and updated_at (UTC).`,
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tPIPELINE\tWINDOW\tREPROCESS\tSTATE\tPHASE")
 			for _, b := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s..%s\t%s\t%s\t%s\n", b.ID, b.Pipeline, b.From.Format("2006-01-02"), b.To.Format("2006-01-02"), b.Reprocess, backfill.ShownState(b), b.Phase)
+				from, to := backfill.WindowOf(b)
+				fmt.Fprintf(tw, "%s\t%s\t%s..%s\t%s\t%s\t%s\n", b.ID, b.Pipeline, from, to, b.Reprocess, backfill.ShownState(b), b.Phase)
 			}
 			return tw.Flush()
 		},
