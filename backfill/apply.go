@@ -236,6 +236,9 @@ type applier struct {
 	res     *BackfillResult
 	lakes   *scheduler.Lakes
 	resumed bool         // apply --resume
+	// failedRuns: the report's section on the dates that failed, when a
+	// backfill fails with them (sent as a failed validation's report is).
+	failedRuns string
 	hold    *atomic.Bool // backfill pause, polled from the store
 }
 
@@ -289,7 +292,14 @@ func (a *applier) run(ctx context.Context) error {
 				return a.cancelled()
 			}
 			ferr := a.fail(ph, err)
-			if errors.Is(err, ErrValidation) && a.b.State == store.BackfillFailed {
+			switch {
+			case a.b.State != store.BackfillFailed:
+			case errors.Is(err, ErrValidation):
+				a.reportValidationFailure(parent, err)
+			case errors.Is(err, ErrUnfinished) && a.runsFailed(parent):
+				// Dates failed: the operator is told as of a failed
+				// validation, with the ways on of a failed run.
+				a.failedRuns = runsFailedSection(a.b.ID, a.o.Workspace.RedactError(err))
 				a.reportValidationFailure(parent, err)
 			}
 			return ferr

@@ -24,11 +24,21 @@ func (a *applier) report(ctx context.Context) error { return a.writeReport(ctx, 
 // so, why (a.res.Corrections), and the two ways on; the notify blocks get
 // state failed.
 func (a *applier) writeReport(ctx context.Context, validationFailed bool) error {
-	text, err := backfillReport(ctx, a.o.Store, a.b, a.plan, validationFailed)
+	headline := ""
+	switch {
+	case validationFailed && a.failedRuns != "":
+		headline = "**FAILED**: dates of the window failed; main is untouched (see below for which and the two ways on)."
+	case validationFailed:
+		headline = "**Validation FAILED**: main is untouched (see below for why and the two ways on)."
+	}
+	text, err := backfillReport(ctx, a.o.Store, a.b, a.plan, headline)
 	if err != nil {
 		return err
 	}
-	if validationFailed {
+	switch {
+	case validationFailed && a.failedRuns != "":
+		text += a.failedRuns
+	case validationFailed:
 		text += validationFailedSection(a.b.ID, a.res.Corrections)
 	}
 	if len(a.def.Outputs) > 0 {
@@ -79,15 +89,27 @@ func validationFailedSection(id string, cs []Correction) string {
 	return sb.String()
 }
 
+// runsFailedSection says that dates of a backfill failed (err lists them),
+// and the two ways on.
+func runsFailedSection(id string, err error) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\n## FAILED: dates of the window failed\n\n%v\n\nTwo ways on:\n\n", err)
+	fmt.Fprintf(&sb, "- `rewind backfill apply --resume %s` runs the failed dates again (after a fix), then validates and cuts over\n", id)
+	fmt.Fprintf(&sb, "- `rewind backfill cancel %s` gives the backfill up: main keeps its version\n", id)
+	return sb.String()
+}
+
 // BackfillReport is the Markdown summary of a backfill: window, dates,
 // attempts, failures, durations, pools, downstream.
 func BackfillReport(ctx context.Context, st store.Store, b store.Backfill, plan Plan) (string, error) {
-	return backfillReport(ctx, st, b, plan, false)
+	return backfillReport(ctx, st, b, plan, "")
 }
 
-// backfillReport is BackfillReport; with validationFailed, of a backfill
-// whose validation failed (main untouched, its consumers not rebuilt).
-func backfillReport(ctx context.Context, st store.Store, b store.Backfill, plan Plan, validationFailed bool) (string, error) {
+// backfillReport is BackfillReport; with a headline, of a backfill that
+// failed before its cutover (main untouched, its consumers not rebuilt),
+// saying so first.
+func backfillReport(ctx context.Context, st store.Store, b store.Backfill, plan Plan, headline string) (string, error) {
+	validationFailed := headline != ""
 	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{b.Pipeline}, From: b.From, To: b.To, WithTasks: true, WithAttempts: true})
 	if err != nil {
 		return "", err
@@ -145,8 +167,8 @@ func backfillReport(ctx context.Context, st store.Store, b store.Backfill, plan 
 	from, to := plan.Window()
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# Backfill %s\n\n", b.ID)
-	if validationFailed {
-		fmt.Fprintf(&sb, "**Validation FAILED**: main is untouched (see below for why and the two ways on).\n\n")
+	if headline != "" {
+		fmt.Fprintf(&sb, "%s\n\n", headline)
 	}
 	fmt.Fprintf(&sb, "- pipeline: %s\n- window: %s .. %s (reprocess %s%s)\n", b.Pipeline, from, to, plan.Reprocess, map[bool]string{true: ", newest first", false: ""}[plan.Reverse])
 	fmt.Fprintf(&sb, "- dates: %d planned, %d succeeded, %d failed\n", plan.Selected, ok, failed)

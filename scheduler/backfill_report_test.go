@@ -198,3 +198,63 @@ func TestValidationFailureReportUndelivered(t *testing.T) {
 		t.Errorf("main changed: %g", got)
 	}
 }
+
+// A backfill whose dates failed is told as a failed validation is: it
+// fails (at validate: its dates are not all done), and its report, sent
+// with state failed, names the dates that failed and the two ways on
+// (apply --resume, cancel). Fixed, the resume succeeds.
+func TestRunFailureIsReported(t *testing.T) {
+	hook := newReportHook(t, http.StatusOK)
+	e := newEnv(t, `
+pipeline "p" {
+  schedule   = "@daily"
+  start_date = "2025-07-01"
+  task "t" { command = "test ! -f broken_$REWIND_DS" }
+}
+notify "team" {
+  command = ["sh", "-c", "cat > notified.md; echo $REWIND_BACKFILL_STATE >> notified.state"]
+  webhook = "`+hook.srv.URL+`/hook"
+}
+`)
+	now := utc("2025-07-04T00:00:00Z")
+	e.touch("broken_2025-07-02")
+	plan := e.plan(backfill.PlanParams{Pipeline: "p", Start: utc("2025-07-01T00:00:00Z"), End: utc("2025-07-03T00:00:00Z"), Now: now})
+	res, err := e.apply(backfill.ApplyOptions{Plan: plan, Now: now})
+	if !errors.Is(err, backfill.ErrUnfinished) || res.State != store.BackfillFailed {
+		t.Fatalf("apply: %v (%s); want failed with a failed date", err, res.State)
+	}
+	raw, err := os.ReadFile(filepath.Join(e.home, "backfills", res.ID+".md"))
+	if err != nil {
+		t.Fatalf("no report: %v", err)
+	}
+	report := string(raw)
+	for _, want := range []string{
+		"**FAILED**: dates of the window failed",
+		"## FAILED: dates of the window failed",
+		"failed: 2025-07-02",
+		"- dates: 3 planned, 2 succeeded, 1 failed",
+		"`rewind backfill apply --resume " + res.ID + "` runs the failed dates again",
+		"`rewind backfill cancel " + res.ID + "` gives the backfill up",
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+	if strings.Contains(report, "Validation FAILED") {
+		t.Errorf("the report of failed dates speaks of a validation:\n%s", report)
+	}
+	if got := hook.got(); len(got) != 1 || got[0].State != "failed" || got[0].Report != report {
+		t.Errorf("webhook got %+v; want the report once, state failed", got)
+	}
+	if got, _ := os.ReadFile(filepath.Join(e.dir, "notified.state")); strings.TrimSpace(string(got)) != "failed" {
+		t.Errorf("command block got state %q; want failed", got)
+	}
+	e.remove("broken_2025-07-02")
+	res, err = e.apply(backfill.ApplyOptions{ResumeID: res.ID, Now: now})
+	if err != nil || res.State != store.BackfillSuccess {
+		t.Fatalf("resume: %v (%s)", err, res.State)
+	}
+	if got := hook.got(); len(got) != 2 || got[1].State != "success" {
+		t.Errorf("after the resume the webhook got %+v; want a second report, success", got)
+	}
+}
