@@ -235,11 +235,11 @@ type applier struct {
 	def     *dsl.Pipeline
 	res     *BackfillResult
 	lakes   *scheduler.Lakes
-	resumed bool         // apply --resume
+	resumed bool // apply --resume
 	// failedRuns: the report's section on the dates that failed, when a
 	// backfill fails with them (sent as a failed validation's report is).
 	failedRuns string
-	hold    *atomic.Bool // backfill pause, polled from the store
+	hold       *atomic.Bool // backfill pause, polled from the store
 }
 
 func (a *applier) run(ctx context.Context) error {
