@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
@@ -57,6 +58,16 @@ func (l *Lake) ReplaceWindow(ctx context.Context, tableName, to, from string, da
 		if !ok {
 			return false, fmt.Errorf("%w: %s of %s", ErrNoSuchRef, from, tableName)
 		}
+		if head == nil && tag != "" && to == MainBranch {
+			// An empty main (the table's first data comes from this
+			// window): it gets an empty snapshot first, so that the tag
+			// names the "before" that a rollback restores. A crash after
+			// it leaves main as empty as it was.
+			if err := l.emptySnapshot(ctx, tbl, tag); err != nil {
+				return false, err
+			}
+			continue
+		}
 		if dst, ok := findRef(md, to); ok && dst.SnapshotRefType != table.BranchRef {
 			return false, fmt.Errorf("lake: %s of %s is a tag; only branches take commits", to, tableName)
 		}
@@ -94,6 +105,28 @@ func (l *Lake) ReplaceWindow(ctx context.Context, tableName, to, from string, da
 		}
 	}
 	return false, fmt.Errorf("%w: %s: gave up after %d attempts: %v", ErrConcurrentCommit, tableName, maxCommitAttempts, last)
+}
+
+// emptySnapshot commits a snapshot with no data file to main (which has
+// none yet), its summary naming why.
+func (l *Lake) emptySnapshot(ctx context.Context, tbl *table.Table, tag string) error {
+	sc, err := arrowSchema(tbl)
+	if err != nil {
+		return err
+	}
+	rdr, err := array.NewRecordReader(sc, nil)
+	if err != nil {
+		return fmt.Errorf("lake: %w", err)
+	}
+	defer rdr.Release()
+	txn := tbl.NewTransaction()
+	if err := txn.Overwrite(ctx, rdr, iceberg.Properties{"rewind.empty-before": tag}, table.WithOverwriteFilter(iceberg.AlwaysTrue{})); err != nil {
+		return fmt.Errorf("lake: empty snapshot of %s: %w", tbl.Identifier(), err)
+	}
+	if _, err := txn.Commit(ctx); err != nil && !isConflict(err) {
+		return fmt.Errorf("lake: empty snapshot of %s: %w", tbl.Identifier(), err)
+	}
+	return nil
 }
 
 // planWindow stages, in a transaction on to, the replacement of the

@@ -106,8 +106,9 @@ func TestReplaceWindowNothingDiffers(t *testing.T) {
 }
 
 // A table whose first data comes from a backfill: the first commit to the
-// branch creates it, and the cutover fills the empty main (no tag: there
-// was nothing before).
+// branch creates it, and the cutover fills the empty main, tagging the
+// empty snapshot it first gives main (what was there before: nothing), so
+// that a rollback empties the window again.
 func TestBackfillOfAnEmptyTable(t *testing.T) {
 	ctx := context.Background()
 	l, dir := openTest(t)
@@ -122,4 +123,13 @@ func TestBackfillOfAnEmptyTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkStat(t, stats(t, l, "main"), "2024-01-01", 10, wantSum(10, 2))
+	if got := stats(t, l, "pre_backfill_1"); len(got) != 0 {
+		t.Fatalf("the tag of the empty main holds %v", got)
+	}
+	if _, err := l.ReplaceWindow(ctx, revenue.Table, "main", "pre_backfill_1", []string{"2024-01-01"}, "", "rollback:1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := stats(t, l, "main"); len(got) != 0 {
+		t.Fatalf("after the rollback main holds %v; want it empty again", got)
+	}
 }
