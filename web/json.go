@@ -102,6 +102,10 @@ type (
 		// Phases say where each phase stands, as the web view's
 		// backfill page shows them.
 		Phases []PhaseJSON `json:"phases"`
+		// Batch and Batches: a batched backfill's span ("1w") and how
+		// many runs cover its dates (absent without batches).
+		Batch   string `json:"batch,omitempty"`
+		Batches int    `json:"batches,omitempty"`
 	}
 	// BackfillDateJSON is a date of a BackfillStatusJSON: the state of the
 	// backfill's own run of it.
@@ -112,6 +116,9 @@ type (
 		// pipeline's offset (as its plan names it): what tells apart the
 		// runs of one day of a sub-daily pipeline.
 		LogicalDate string `json:"logical_date"`
+		// BatchOf is the run id of the batch's run that covers the date
+		// (absent for a date with a run of its own).
+		BatchOf string `json:"batch_of,omitempty"`
 	}
 	// LakeTableJSON is `lake show TABLE --json`: the table's snapshots,
 	// oldest first, its refs by name and the row count of each partition
@@ -476,8 +483,15 @@ func BackfillStatus(b store.Backfill, runs []store.Run) BackfillStatusJSON {
 			if !ok {
 				ld = r.LogicalDate.Format(time.RFC3339)
 			}
-			out.Dates = append(out.Dates, BackfillDateJSON{DS: r.DS, State: string(r.State), LogicalDate: ld})
+			d := BackfillDateJSON{DS: r.DS, State: string(r.State), LogicalDate: ld}
+			if r.BatchOf != 0 && !r.BatchStart.IsZero() {
+				d.BatchOf = store.RunID(r.Kind, r.BatchStart)
+			}
+			out.Dates = append(out.Dates, d)
 		}
+	}
+	if plan.Batch != "" {
+		out.Batch, out.Batches = plan.Batch, len(plan.Batches)
 	}
 	return out
 }

@@ -126,6 +126,9 @@ func printBackfillStatus(w io.Writer, b store.Backfill, status web.BackfillStatu
 	from, to := backfill.WindowOf(b)
 	fmt.Fprintf(w, "backfill %s of %s, %s .. %s: %s, phase %s\n", b.ID, b.Pipeline, from, to, backfill.ShownState(b), b.Phase)
 	fmt.Fprintf(w, "dates: %d queued, %d running, %d success, %d failed\n", counts["queued"], counts["running"], counts["success"], counts["failed"])
+	if status.Batch != "" {
+		fmt.Fprintf(w, "batches of %s: %d runs cover the dates (each covered date ends with its batch's run)\n", status.Batch, status.Batches)
+	}
 	// Each phase, in the order apply runs them: done, the one it is at
 	// (running, failed, cancelled), pending; one that had nothing to do
 	// says skipped, and why.
