@@ -140,3 +140,35 @@ pipeline "hourly" {
 		})
 	}
 }
+
+// BenchmarkManyPipelines runs one due run of each of N daily pipelines
+// (a no-op task each) in one execution: the cost per run should not grow
+// with the number of pipelines. Reported as ms/run.
+func BenchmarkManyPipelines(b *testing.B) {
+	for _, n := range []int{250, 1000, 4000} {
+		b.Run(fmt.Sprintf("pipelines=%d", n), func(b *testing.B) {
+			var hcl []byte
+			for i := range n {
+				hcl = fmt.Appendf(hcl, "pipeline \"p%05d\" {\n  schedule   = \"@daily\"\n  start_date = \"2025-01-01\"\n  end_date   = \"2025-01-01\"\n  task \"t\" { command = [\"true\"] }\n}\n", i)
+			}
+			var perRun time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				dir := b.TempDir()
+				ws, st := benchWorkspace(b, dir, string(hcl))
+				b.StartTimer()
+				t0 := time.Now()
+				sum, err := scheduler.Run(context.Background(), scheduler.Options{Store: st, Workspace: ws, Home: filepath.Join(dir, ".rewind"),
+					Now: time.Date(2025, 1, 2, 0, 0, 0, 0, time.UTC)})
+				if err != nil || len(sum.Finished) != n || sum.Failed() {
+					b.Fatalf("run: %v (%d finished)", err, len(sum.Finished))
+				}
+				perRun += time.Since(t0) / time.Duration(n)
+				b.StopTimer()
+				st.Close()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(perRun.Microseconds())/1000/float64(b.N), "ms/run")
+		})
+	}
+}

@@ -41,6 +41,7 @@ type snapshot struct {
 	starts    map[string][]time.Time
 	limits    map[string]*dsl.Limit
 	escalate  map[string]string // pool -> the pool its memory kills are retried on
+	pools     map[string]*dsl.Pool
 	backfill  *BackfillRun
 	held      bool // the backfill is on hold
 	claim     store.ClaimReadyParams
@@ -320,6 +321,40 @@ func (d *decider) record(c completion) {
 func (d *decider) admit(admitted map[*runNode]bool) []*runNode {
 	var out []*runNode
 	bf := d.s.backfill
+	// The runs that hold a slot, per pipeline, counted once: a pass costs
+	// what is active, not what is active times the pipelines.
+	type slots struct{ runs, fills int }
+	held := map[*pipe]*slots{}
+	count := func(r *runNode) {
+		p := r.p
+		if !d.running(r) || (len(p.def.Consumes) > 0 && d.idleWaiting(r)) {
+			return
+		}
+		c := held[p]
+		if c == nil {
+			c = &slots{}
+			held[p] = c
+		}
+		if r.run.Kind == store.KindBackfill {
+			c.fills++
+		} else {
+			c.runs++
+		}
+	}
+	for _, r := range d.s.active {
+		count(r)
+	}
+	for r := range admitted {
+		count(r)
+	}
+	// Scheduled and manual runs holding a slot, per default pool: at most
+	// admitCap of them, whatever the number of pipelines (a run admitted
+	// beyond what its pool can run only waits, and every pass would read
+	// and decide it again).
+	byPool := map[string]int{}
+	for p, c := range held {
+		byPool[poolOf(p)] += c.runs
+	}
 	for _, p := range d.s.pipes {
 		// A paused pipeline admits only the runs of a backfill applied
 		// with --include-paused.
@@ -332,21 +367,11 @@ func (d *decider) admit(admitted map[*runNode]bool) []*runNode {
 		// an admitted run that waits with none of its tasks started (one
 		// admitted before its producers were checked) does not count.
 		activeRuns, activeFills := 0, 0
-		count := func(r *runNode) {
-			if r.p != p || !d.running(r) || (len(p.def.Consumes) > 0 && d.idleWaiting(r)) {
-				return
-			}
-			if r.run.Kind == store.KindBackfill {
-				activeFills++
-			} else {
-				activeRuns++
-			}
+		if c := held[p]; c != nil {
+			activeRuns, activeFills = c.runs, c.fills
 		}
-		for _, r := range d.s.active {
-			count(r)
-		}
-		for r := range admitted {
-			count(r)
+		if len(p.queued) == 0 {
+			continue
 		}
 		for _, n := range p.queued {
 			if admitted[n] {
@@ -355,6 +380,10 @@ func (d *decider) admit(admitted map[*runNode]bool) []*runNode {
 			fill := n.run.Kind == store.KindBackfill
 			if (fill && (activeFills >= p.maxFills || d.s.held)) || (!fill && (activeRuns >= p.maxRuns || onlyFills)) {
 				continue
+			}
+			pool := poolOf(p)
+			if !fill && byPool[pool] >= d.admitCap(pool) {
+				break // this pipeline's later runs wait too
 			}
 			if len(p.def.Consumes) > 0 && !d.producersReady(n) {
 				continue // waits in the queue, on no slot
@@ -366,11 +395,35 @@ func (d *decider) admit(admitted map[*runNode]bool) []*runNode {
 				activeFills++
 			} else {
 				activeRuns++
+				byPool[pool]++
 			}
 			out = append(out, n)
 		}
 	}
 	return out
+}
+
+// minAdmitCap and admitPerSlot bound the scheduled and manual runs that
+// hold a slot at once per default pool: admitPerSlot times its slots, at
+// least minAdmitCap.
+const (
+	minAdmitCap  = 64
+	admitPerSlot = 4
+)
+
+func (d *decider) admitCap(pool string) int {
+	if pl := d.s.pools[pool]; pl != nil && pl.Slots*admitPerSlot > minAdmitCap {
+		return pl.Slots * admitPerSlot
+	}
+	return minAdmitCap
+}
+
+// poolOf is the default pool of a pipeline's tasks.
+func poolOf(p *pipe) string {
+	if p.def.DefaultPool != "" {
+		return p.def.DefaultPool
+	}
+	return dsl.DefaultPoolName
 }
 
 // enqueue decides which ready task instances fit max_active_tasks and the

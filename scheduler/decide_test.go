@@ -436,3 +436,28 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+// With many pipelines each holding due runs, the scheduled runs that hold
+// a slot at once are bounded per default pool (admitPerSlot times its
+// slots, at least minAdmitCap), so that a pass costs what can run, not
+// what exists.
+func TestAdmitBoundedPerPool(t *testing.T) {
+	w := newWorld(time.Date(2025, 7, 2, 0, 0, 0, 0, time.UTC))
+	w.s.pools = map[string]*dsl.Pool{dsl.DefaultPoolName: {Name: dsl.DefaultPoolName, Slots: 4}, "big": {Name: "big", Slots: 40}}
+	for i := range 100 {
+		p := w.pipeline(&dsl.Pipeline{Name: fmt.Sprintf("p%03d", i), Tasks: []*dsl.Task{task("t")}})
+		w.run(p, "2025-07-01", store.RunQueued, nil)
+		b := w.pipeline(&dsl.Pipeline{Name: fmt.Sprintf("b%03d", i), DefaultPool: "big", Tasks: []*dsl.Task{task("t")}})
+		w.run(b, "2025-07-01", store.RunQueued, nil)
+		w.run(b, "2025-07-02", store.RunQueued, nil)
+	}
+	admitted := map[string]int{}
+	for _, c := range decide(w.s).commands {
+		if a, ok := c.(admitRun); ok {
+			admitted[poolOf(a.run.p)]++
+		}
+	}
+	if admitted[dsl.DefaultPoolName] != minAdmitCap || admitted["big"] != 40*admitPerSlot {
+		t.Errorf("admitted %v; want %d runs of the default pool (4 slots) and %d of big (40 slots)", admitted, minAdmitCap, 40*admitPerSlot)
+	}
+}

@@ -31,7 +31,7 @@ func (e *engine) readSnapshot(ctx context.Context, tx store.Store, now time.Time
 	s = &snapshot{
 		now: now, stopping: stopping, pipes: c.order, byName: c.pipes, active: c.active,
 		runs: map[int64]store.Run{}, tis: map[int64]store.TaskInstance{}, external: map[int64]bool{},
-		starts: e.limitStarts, limits: e.o.Workspace.Limits, escalate: e.escalations(),
+		starts: e.limitStarts, limits: e.o.Workspace.Limits, escalate: e.escalations(), pools: e.o.Workspace.Pools,
 		backfill: e.o.Backfill, held: e.o.Backfill.held(), claim: e.claimParams(now),
 		pending: e.resolve(e.pending), committed: make([]commitResult, len(e.committed)),
 	}
@@ -44,12 +44,14 @@ func (e *engine) readSnapshot(ctx context.Context, tx store.Store, now time.Time
 	}
 	active := map[int64]bool{}
 	var names []string
+	seen := map[*pipe]bool{}
 	for _, r := range c.active {
 		if r.done {
 			continue
 		}
 		active[r.run.ID] = true
-		if !slices.Contains(names, r.p.def.Name) {
+		if !seen[r.p] {
+			seen[r.p] = true
 			names = append(names, r.p.def.Name)
 		}
 	}
