@@ -67,13 +67,7 @@ func (l *Lake) ReplaceInterval(ctx context.Context, o Output, ref string, iv Int
 	if err != nil {
 		return 0, err
 	}
-	conv := func(tbl *table.Table) (*converter, error) {
-		sc, err := arrowSchema(tbl)
-		if err != nil {
-			return nil, err
-		}
-		return newConverter(o, sc, check), nil
-	}
+	conv := converterFor(o, check)
 	write := func(ctx context.Context, txn *table.Transaction, rdr array.RecordReader, props iceberg.Properties) error {
 		col := iceberg.Reference(o.Partition)
 		filter := iceberg.NewAnd(
@@ -122,13 +116,7 @@ func (l *Lake) ReplaceIntervals(ctx context.Context, o Output, ref string, ivs [
 			hi = d
 		}
 	}
-	conv := func(tbl *table.Table) (*converter, error) {
-		sc, err := arrowSchema(tbl)
-		if err != nil {
-			return nil, err
-		}
-		return newConverter(o, sc, check), nil
-	}
+	conv := converterFor(o, check)
 	write := func(ctx context.Context, txn *table.Transaction, rdr array.RecordReader, props iceberg.Properties) error {
 		col := iceberg.Reference(o.Partition)
 		filter := iceberg.NewAnd(

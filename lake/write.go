@@ -33,13 +33,7 @@ func (l *Lake) ReplacePartition(ctx context.Context, o Output, ref, ds string, f
 	if err != nil {
 		return 0, err
 	}
-	conv := func(tbl *table.Table) (*converter, error) {
-		sc, err := arrowSchema(tbl)
-		if err != nil {
-			return nil, err
-		}
-		return newConverter(o, sc, check), nil
-	}
+	conv := converterFor(o, check)
 	write := func(ctx context.Context, txn *table.Transaction, rdr array.RecordReader, props iceberg.Properties) error {
 		filter := iceberg.EqualTo(iceberg.Reference(o.Partition), iceberg.Date(check.days))
 		return txn.Overwrite(ctx, rdr, props, table.WithOverwriteFilter(filter))
@@ -51,17 +45,23 @@ func (l *Lake) ReplacePartition(ctx context.Context, o Output, ref, ds string, f
 // commit, without replacing anything. It is the baseline of the commit
 // benchmark.
 func (l *Lake) appendFiles(ctx context.Context, o Output, ref string, files []string, summary map[string]string) (int64, error) {
-	conv := func(tbl *table.Table) (*converter, error) {
-		sc, err := arrowSchema(tbl)
-		if err != nil {
-			return nil, err
-		}
-		return newConverter(o, sc, partCheck{kind: checkNone}), nil
-	}
+	conv := converterFor(o, partCheck{kind: checkNone})
 	write := func(ctx context.Context, txn *table.Transaction, rdr array.RecordReader, props iceberg.Properties) error {
 		return txn.Append(ctx, rdr, props)
 	}
 	return l.write(ctx, o, ref, files, summary, conv, write)
+}
+
+// converterFor returns the converter of o's files for a table, checking
+// each row's partition value as check says.
+func converterFor(o Output, check partCheck) func(*table.Table) (*converter, error) {
+	return func(tbl *table.Table) (*converter, error) {
+		sc, err := arrowSchema(tbl)
+		if err != nil {
+			return nil, err
+		}
+		return newConverter(o, sc, check), nil
+	}
 }
 
 func arrowSchema(tbl *table.Table) (*arrow.Schema, error) {
