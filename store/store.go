@@ -401,10 +401,10 @@ type Store interface {
 	Fenced(lease, holder string, generation int64) Store
 
 	// Epoch is a counter that every change made by an operator command
-	// bumps in the same transaction: ClearTasks, SetPaused, ReprocessRuns,
-	// UpdateBackfill, SetWatermark. A running engine polls it (one
-	// primary-key read) and re-reads its runs when it moved. The engine's
-	// own transitions do not move it.
+	// bumps in the same transaction: ClearTasks, MarkTasks, RetryNow,
+	// SetPaused, ReprocessRuns, UpdateBackfill, SetWatermark. A running
+	// engine polls it (one primary-key read) and re-reads its runs when it
+	// moved. The engine's own transitions do not move it.
 	Epoch(ctx context.Context) (int64, error)
 
 	// UpsertPipeline records a pipeline and the hash of its definition (the
@@ -459,18 +459,7 @@ type Store interface {
 	// scheduler, when it decides a task instance is ready). Returns how
 	// many moved; the others (unknown, or in another state) are left alone.
 	EnqueueTasks(ctx context.Context, p EnqueueTasksParams) (int, error)
-	// ClaimReady claims up to Limit queued task instances of the given
-	// pools, in one transaction: each becomes running with try_number+1 and
-	// gets an attempt row (state running, owner, host, nonce, pool, reason,
-	// log path with {try} replaced, started_at = Now). Capacity is checked
-	// in the same transaction from the attempts in state running (never
-	// from counters): a pool never has more running attempts than Slots,
-	// and attempts of backfill runs in it never more than BackfillSlots.
-	// Order: runs of kind scheduled/manual before backfill, then logical
-	// date (oldest first; newest first for backfill runs when
-	// ReverseBackfill), then priority ascending, then id. Two claimers in
-	// two processes never get the same task instance and never exceed a
-	// pool. Any process holding work may claim (scheduler, backfill apply).
+	// ClaimReady claims queued task instances: see ClaimReadyParams.
 	ClaimReady(ctx context.Context, p ClaimReadyParams) ([]ClaimedAttempt, error)
 	// Stats counts runs, attempts, queued task instances and backfills,
 	// grouped in the database by pipeline, pool and state, from one
@@ -498,6 +487,14 @@ type Store interface {
 	// ClearTasks puts task instances back to scheduled and their finished
 	// runs back to queued (operator: rewind clear; bumps Epoch).
 	ClearTasks(ctx context.Context, p ClearTasksParams) (int, error)
+	// MarkTasks marks task instances success or failed, their runs
+	// following (operator: rewind mark; bumps Epoch): see MarkTasksParams.
+	MarkTasks(ctx context.Context, p MarkTasksParams) (MarkResult, error)
+	// RetryNow: see RetryNowParams (operator; bumps Epoch).
+	RetryNow(ctx context.Context, p RetryNowParams) (int, error)
+	// RecordAudit adds to the audit trail; ListAudit reads it.
+	RecordAudit(ctx context.Context, e AuditEntry) error
+	ListAudit(ctx context.Context, p ListAuditParams) ([]AuditEntry, error)
 	// TaskDurations returns, per task, how long its latest successful
 	// attempts ran (newest first): the history that finds slow dates. It
 	// costs the limit's worth of the pipeline's latest runs, not its history.
