@@ -19,6 +19,7 @@ import (
 	"github.com/rewind-dev/rewind/backfill"
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/lease"
+	"github.com/rewind-dev/rewind/ops"
 	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/store"
 )
@@ -344,6 +345,7 @@ written, 130 interrupted (resume with --resume ID).`,
 			}
 			res, err := backfill.ApplyBackfill(ctx, o)
 			prog.finish()
+			auditApply(ctx, g, o, res, err)
 			return f.report(g, res, err)
 		},
 	}
@@ -524,4 +526,30 @@ func openForPlan(ctx context.Context, g *globals) (store.Store, func(), error) {
 		return nil, nil, err
 	}
 	return st, func() { st.Close(); os.RemoveAll(dir) }, nil
+}
+
+// auditApply records an apply (or a resume) in the audit trail, with how
+// it ended: ok only when the backfill succeeded.
+func auditApply(ctx context.Context, g *globals, o backfill.ApplyOptions, res *backfill.BackfillResult, err error) {
+	e := ops.Entry{Action: "backfill.apply", Args: map[string]any{}}
+	if o.ResumeID != "" {
+		e.Action, e.Target = "backfill.resume", o.ResumeID
+	}
+	if o.Plan != nil {
+		e.Pipeline = o.Plan.Pipeline
+		e.Args = map[string]any{"start": o.Plan.Start, "end": o.Plan.End, "reprocess": o.Plan.Reprocess}
+	}
+	if res != nil {
+		e.Target = res.ID
+		if err == nil && res.State != store.BackfillSuccess {
+			err = fmt.Errorf("backfill %s: %s", res.ID, res.State)
+		}
+	}
+	if e.Pipeline == "" && e.Target != "" {
+		if b, gerr := o.Store.GetBackfill(context.WithoutCancel(ctx), e.Target); gerr == nil {
+			e.Pipeline = b.Pipeline
+		}
+	}
+	e.Err = err
+	audit(context.WithoutCancel(ctx), g, o.Store, e)
 }
