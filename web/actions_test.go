@@ -397,3 +397,122 @@ func TestRetryNow(t *testing.T) {
 		t.Errorf("retry of a task that is not up_for_retry: %d %s", code, body)
 	}
 }
+
+// waitJob waits until the view's job of backfill id has ended and
+// returns what /api/backfills/ID/job says of it.
+func waitJob(t *testing.T, srv *httptest.Server, id string) web.JobJSON {
+	t.Helper()
+	deadline := time.Now().Add(120 * time.Second)
+	for time.Now().Before(deadline) {
+		res, body := get(t, srv, "/api/backfills/"+id+"/job", "Authorization", "Bearer "+uiToken)
+		var j web.JobJSON
+		if res.StatusCode == 200 && json.Unmarshal([]byte(body), &j) == nil && !j.Running {
+			return j
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("the view's job of backfill %s did not end", id)
+	return web.JobJSON{}
+}
+
+// backfillStates are the backfills of a state as `backfill list` shows
+// them, ids left out: state, phase, and whether rolled back.
+func backfillStates(t *testing.T, dsn string) string {
+	t.Helper()
+	st, err := store.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	bs, err := st.ListBackfills(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, b := range bs {
+		out = append(out, string(b.State)+"/"+b.Phase+"/"+map[bool]string{true: "rolled_back", false: "kept"}[b.RolledBack])
+	}
+	return strings.Join(out, " ")
+}
+
+// The backfill form's plan changes nothing; its apply, a resume and a
+// rollback run in the view and leave the state as the CLI's apply,
+// apply --resume and rollback leave a copy of it, each with one audit row
+// when it ends.
+func TestBackfillJobsDoWhatTheCLIDoes(t *testing.T) {
+	e := newEnv(t, strings.Replace(gatedRevenueHCL, "[ -e gated ]; then while [ ! -e go ]; do sleep 0.1; done; if [ -e broken ]; then exit 1; fi; fi;", "[ -e broken ]; then exit 1; fi;", 1))
+	e.run(scheduler.Options{Now: utc("2025-07-03T00:00:00Z")})
+	e.write("broken", "")
+	srv := e.writeServer(uiToken)
+	ck, csrf := session(t, srv, "ann")
+	hdr := []string{"Cookie", ck.Name + "=" + ck.Value, "Origin", srv.URL, "X-CSRF-Token", csrf}
+	form := url.Values{"start": {"2025-07-01"}, "end": {"2025-07-02"}, "reprocess": {"completed"}}
+	twin := copyState(t, e)
+
+	// The plan: a page with backfill plan's dates; nothing recorded.
+	before := snapshot(t, e.st)
+	form.Set("step", "plan")
+	code, body := post(t, srv, "/pipelines/revenue/backfill", form, hdr...)
+	if code != 200 || !strings.Contains(body, `id="plan-table"`) || strings.Count(body, `<tr class="a-reprocess">`) != 2 {
+		t.Fatalf("plan: %d\n%s", code, body)
+	}
+	if snapshot(t, e.st) != before {
+		t.Error("the plan changed the state")
+	}
+
+	// Apply: 2025-07-02 fails, as with the CLI.
+	form.Set("step", "apply")
+	code, loc := post(t, srv, "/pipelines/revenue/backfill", form, hdr...)
+	if code != http.StatusSeeOther || !strings.HasPrefix(loc, "/backfills/revenue_") {
+		t.Fatalf("apply: %d %s", code, loc)
+	}
+	id := strings.TrimPrefix(loc, "/backfills/")
+	if j := waitJob(t, srv, id); j.Kind != "apply" || j.Result != "failed" || j.Error == "" {
+		t.Errorf("the apply's job: %+v", j)
+	}
+	_, _, exit := cli(t, e.dir, twin, "backfill", "apply", "revenue", "--start", "2025-07-01", "--end", "2025-07-02", "--reprocess", "completed", "--quiet")
+	if got, want := backfillStates(t, e.state), backfillStates(t, twin); exit != 1 || got != want {
+		t.Errorf("after apply: the view left %q, the CLI %q (exit %d)", got, want, exit)
+	}
+	out, _, _ := cli(t, e.dir, twin, "backfill", "list", "--json")
+	var twins []struct{ ID string }
+	if err := json.Unmarshal([]byte(out), &twins); err != nil || len(twins) != 1 {
+		t.Fatalf("rewind backfill list --json: %v\n%s", err, out)
+	}
+	twinID := twins[0].ID
+
+	// Resume, once fixed.
+	if err := os.Remove(filepath.Join(e.dir, "broken")); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		action string
+		cli    []string
+		result string
+	}{
+		{"resume", []string{"backfill", "apply", "--resume", twinID, "--quiet"}, "success"},
+		{"rollback", []string{"backfill", "rollback", twinID}, "rolled_back"},
+	} {
+		rows := len(auditRows(t, e.st))
+		code, body := post(t, srv, "/api/backfills/"+id+"/"+step.action, nil, hdr...)
+		if code != http.StatusAccepted {
+			t.Fatalf("%s: %d %s", step.action, code, body)
+		}
+		if j := waitJob(t, srv, id); j.Kind != step.action || j.Result != step.result || j.Error != "" {
+			t.Errorf("the %s's job: %+v", step.action, j)
+		}
+		if _, errOut, exit := cli(t, e.dir, twin, step.cli...); exit != 0 {
+			t.Fatalf("rewind %v: exit %d %s", step.cli, exit, errOut)
+		}
+		if got, want := backfillStates(t, e.state), backfillStates(t, twin); got != want {
+			t.Errorf("after %s: the view left %q, the CLI %q", step.action, got, want)
+		}
+		list := auditRows(t, e.st)
+		if len(list) != rows+1 || list[0].Action != "backfill."+step.action || list[0].Who != "ann" || list[0].Result != "ok" || list[0].Target != id {
+			t.Errorf("after %s: audit %d -> %d rows, newest %+v", step.action, rows, len(list), list[0])
+		}
+	}
+	if got, want := tasksOf(t, e.state), tasksOf(t, twin); strings.Split(got, "revenue_")[0] != strings.Split(want, "revenue_")[0] {
+		t.Errorf("runs: the view left\n%s\nthe CLI\n%s", got, want)
+	}
+}
