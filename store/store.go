@@ -1,6 +1,7 @@
 // Package store owns rewind's state: pipelines, runs, task instances,
-// attempts, owners, the outbox, watermarks, backfills and the scheduler
-// lease, and every transition of them as one guarded, atomic operation.
+// attempts, owners, the outbox, watermarks, backfills, the scheduler
+// lease and the audit trail of operator commands, and every transition of
+// them as one guarded, atomic operation.
 // Store is the interface the scheduler and the CLI use; Open picks the
 // backend from a DSN (SQLite is the embedded default, PostgreSQL for
 // several hosts). Every backend passes the conformance suite in
@@ -15,8 +16,8 @@
 //
 // One implementation of Store serves both databases: each operation's Go
 // (checks, transaction, guards, scanning, errors) is written once, in
-// meta.go, runs.go, tasks.go, claim.go, backfills.go, probes.go,
-// notifications.go and rename.go, over a backend (sqlite.go, postgres.go:
+// meta.go, runs.go, tasks.go, operator.go, claim.go, backfills.go,
+// probes.go, notifications.go and rename.go, over a backend (sqlite.go, postgres.go:
 // the transactions, their locking and fencing) and a dialect (dialect.go:
 // a table of what the two databases spell differently, and the few steps
 // one of them does its own way, in sqlite_steps.go and postgres_steps.go).
