@@ -29,6 +29,9 @@ type RollbackOptions struct {
 	EnsureAgent func() error
 	// Holder overrides the identity of this process as the owner.
 	Holder *lease.Holder
+	// OnStart is told once, when the rollback holds the backfill and its
+	// checks passed: from then on it changes the outputs and the state.
+	OnStart func()
 }
 
 // RollbackResult is what a rollback did.
@@ -131,6 +134,9 @@ func RollbackBackfill(ctx context.Context, o RollbackOptions) (*RollbackResult, 
 		// The consumers built from the version rolled back are frozen
 		// until they are rebuilt from the restored one.
 		a.plan.Downstream = slices.DeleteFunc(slices.Clone(plan.Downstream), func(c string) bool { return o.Workspace.Pipeline(c) == nil })
+		if o.OnStart != nil {
+			o.OnStart()
+		}
 		if err := a.pause(ctx); err != nil {
 			return nil, err
 		}
@@ -171,6 +177,8 @@ func RollbackBackfill(ctx context.Context, o RollbackOptions) (*RollbackResult, 
 		}
 	} else if a.b.Phase == PhaseDone {
 		return nil, fmt.Errorf("%w: backfill %s was rolled back: main holds no cutover of it", ErrBackfillState, b.ID)
+	} else if o.OnStart != nil {
+		o.OnStart()
 	}
 	if err := a.rebuild(ctx); err != nil {
 		return nil, err

@@ -118,7 +118,18 @@ type (
 		LogPath        string
 		Priority       int
 	}
-	// ClaimReadyParams claims queued task instances (see Store.ClaimReady).
+	// ClaimReadyParams claim up to Limit queued task instances of the given
+	// pools, in one transaction: each becomes running with try_number+1 and
+	// gets an attempt row (state running, owner, host, nonce, pool, reason,
+	// log path with {try} replaced, started_at = Now). Capacity is checked
+	// in the same transaction from the attempts in state running (never
+	// from counters): a pool never has more running attempts than Slots,
+	// and attempts of backfill runs in it never more than BackfillSlots.
+	// Order: runs of kind scheduled/manual before backfill, then logical
+	// date (oldest first; newest first for backfill runs when
+	// ReverseBackfill), then priority ascending, then id. Two claimers in
+	// two processes never get the same task instance and never exceed a
+	// pool. Any process holding work may claim (scheduler, backfill apply).
 	ClaimReadyParams struct {
 		Pools     []PoolCapacity
 		Pipelines []string // only task instances of these pipelines; empty = all
@@ -189,13 +200,15 @@ type (
 	// ClearTasksParams puts task instances of a pipeline's runs with logical
 	// dates in [From, To] back to scheduled (Failures reset to 0) and their runs
 	// back to queued. OnlyFailed: only failed and upstream_failed task
-	// instances. Task: only that task ("" = all). Queued task instances are
-	// cleared too (they have no process); running ones never are.
+	// instances. Task: only that task ("" = all), and with Tasks, those
+	// too (a task and its downstream). Queued task instances are cleared
+	// too (they have no process); running ones never are.
 	ClearTasksParams struct {
 		Pipeline   string
 		From, To   time.Time
 		OnlyFailed bool
 		Task       string
+		Tasks      []string
 		// SparingBackfills leaves alone the runs of running backfills
 		// (reprocess_lookback must not re-run what a backfill finished).
 		SparingBackfills bool
@@ -370,4 +383,85 @@ type RenameResult struct {
 	// Notifications are the notifications of the pipeline (queued or
 	// sent), now listed under the new name.
 	Notifications int
+}
+
+// taskList is Task and Tasks together: the tasks a clear selects (none:
+// every task).
+func (p ClearTasksParams) taskList() []string {
+	if p.Task == "" {
+		return p.Tasks
+	}
+	return append([]string{p.Task}, p.Tasks...)
+}
+
+// Operator actions on task instances beside ClearTasks, and the audit
+// trail of operator commands.
+type (
+	// MarkTasksParams mark the task instances of a pipeline's runs with
+	// logical dates in [From, To] (Tasks: only those; none: every task)
+	// State, success or failed, like Airflow's "mark success" and "mark
+	// failed"; a bumped Epoch tells a running engine.
+	//
+	// Guarded: when a selected task instance is running, nothing changes
+	// and MarkTasks returns ErrConflict (its attempt decides its state; a
+	// running one is never overwritten). Queued, scheduled and
+	// up_for_retry instances have no process and are marked.
+	//
+	// The run follows its task instances under FinishRun's guard, in the
+	// same transaction: when none of them can run any more it is failed
+	// if one failed (or is upstream_failed), else success; a run whose
+	// task instances can still run is left to the engine. With Outputs
+	// (the pipeline writes versioned outputs) a run whose every task
+	// succeeded is not made success here, since only the engine commits
+	// its outputs: a finished one goes back to queued and the engine
+	// commits it. A run covered by a batch whose leader is not marked is
+	// its own again (as ClearTasks does); a leader marked finished ends
+	// its covered runs as it ended.
+	MarkTasksParams struct {
+		Pipeline string
+		From, To time.Time
+		Tasks    []string
+		State    TaskState
+		Outputs  bool
+		Now      time.Time
+	}
+	// RetryNowParams make the up_for_retry task instances of a pipeline's
+	// runs in [From, To] (Tasks: only those) eligible at once: their
+	// next_try_at becomes Now, and Epoch is bumped so that a running engine
+	// reads it. Other states are left alone.
+	RetryNowParams struct {
+		Pipeline string
+		From, To time.Time
+		Tasks    []string
+		Now      time.Time
+	}
+	// ListAuditParams select audit entries, newest first: of a pipeline
+	// ("" every one), of a target ("" every one), at most Limit (0: 1000).
+	ListAuditParams struct {
+		Pipeline string
+		Target   string
+		Limit    int
+	}
+)
+
+// MarkResult counts what MarkTasks changed.
+type MarkResult struct {
+	Tasks int // task instances marked
+	Runs  int // runs whose state changed with them
+}
+
+// AuditEntry is one operator command as the audit trail records it: who
+// (a session's label, "token", "cli"), from where (a remote address, or
+// user@host), when, what (the action, its target, its arguments as a JSON
+// object) and its result ("ok", or the error).
+type AuditEntry struct {
+	ID       int64
+	At       time.Time
+	Who      string
+	From     string
+	Action   string
+	Target   string
+	Pipeline string // the pipeline the target belongs to ("" none)
+	Args     string // JSON object
+	Result   string
 }

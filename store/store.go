@@ -1,6 +1,7 @@
 // Package store owns rewind's state: pipelines, runs, task instances,
-// attempts, owners, the outbox, watermarks, backfills and the scheduler
-// lease, and every transition of them as one guarded, atomic operation.
+// attempts, owners, the outbox, watermarks, backfills, the scheduler
+// lease and the audit trail of operator commands, and every transition of
+// them as one guarded, atomic operation.
 // Store is the interface the scheduler and the CLI use; Open picks the
 // backend from a DSN (SQLite is the embedded default, PostgreSQL for
 // several hosts). Every backend passes the conformance suite in
@@ -15,8 +16,8 @@
 //
 // One implementation of Store serves both databases: each operation's Go
 // (checks, transaction, guards, scanning, errors) is written once, in
-// meta.go, runs.go, tasks.go, claim.go, backfills.go, probes.go,
-// notifications.go and rename.go, over a backend (sqlite.go, postgres.go:
+// meta.go, runs.go, tasks.go, operator.go, claim.go, backfills.go,
+// probes.go, notifications.go and rename.go, over a backend (sqlite.go, postgres.go:
 // the transactions, their locking and fencing) and a dialect (dialect.go:
 // a table of what the two databases spell differently, and the few steps
 // one of them does its own way, in sqlite_steps.go and postgres_steps.go).
@@ -401,10 +402,10 @@ type Store interface {
 	Fenced(lease, holder string, generation int64) Store
 
 	// Epoch is a counter that every change made by an operator command
-	// bumps in the same transaction: ClearTasks, SetPaused, ReprocessRuns,
-	// UpdateBackfill, SetWatermark. A running engine polls it (one
-	// primary-key read) and re-reads its runs when it moved. The engine's
-	// own transitions do not move it.
+	// bumps in the same transaction: ClearTasks, MarkTasks, RetryNow,
+	// SetPaused, ReprocessRuns, UpdateBackfill, SetWatermark. A running
+	// engine polls it (one primary-key read) and re-reads its runs when it
+	// moved. The engine's own transitions do not move it.
 	Epoch(ctx context.Context) (int64, error)
 
 	// UpsertPipeline records a pipeline and the hash of its definition (the
@@ -459,18 +460,7 @@ type Store interface {
 	// scheduler, when it decides a task instance is ready). Returns how
 	// many moved; the others (unknown, or in another state) are left alone.
 	EnqueueTasks(ctx context.Context, p EnqueueTasksParams) (int, error)
-	// ClaimReady claims up to Limit queued task instances of the given
-	// pools, in one transaction: each becomes running with try_number+1 and
-	// gets an attempt row (state running, owner, host, nonce, pool, reason,
-	// log path with {try} replaced, started_at = Now). Capacity is checked
-	// in the same transaction from the attempts in state running (never
-	// from counters): a pool never has more running attempts than Slots,
-	// and attempts of backfill runs in it never more than BackfillSlots.
-	// Order: runs of kind scheduled/manual before backfill, then logical
-	// date (oldest first; newest first for backfill runs when
-	// ReverseBackfill), then priority ascending, then id. Two claimers in
-	// two processes never get the same task instance and never exceed a
-	// pool. Any process holding work may claim (scheduler, backfill apply).
+	// ClaimReady claims queued task instances: see ClaimReadyParams.
 	ClaimReady(ctx context.Context, p ClaimReadyParams) ([]ClaimedAttempt, error)
 	// Stats counts runs, attempts, queued task instances and backfills,
 	// grouped in the database by pipeline, pool and state, from one
@@ -498,6 +488,14 @@ type Store interface {
 	// ClearTasks puts task instances back to scheduled and their finished
 	// runs back to queued (operator: rewind clear; bumps Epoch).
 	ClearTasks(ctx context.Context, p ClearTasksParams) (int, error)
+	// MarkTasks marks task instances success or failed, their runs
+	// following (operator: rewind mark; bumps Epoch): see MarkTasksParams.
+	MarkTasks(ctx context.Context, p MarkTasksParams) (MarkResult, error)
+	// RetryNow: see RetryNowParams (operator; bumps Epoch).
+	RetryNow(ctx context.Context, p RetryNowParams) (int, error)
+	// RecordAudit adds to the audit trail; ListAudit reads it.
+	RecordAudit(ctx context.Context, e AuditEntry) error
+	ListAudit(ctx context.Context, p ListAuditParams) ([]AuditEntry, error)
 	// TaskDurations returns, per task, how long its latest successful
 	// attempts ran (newest first): the history that finds slow dates. It
 	// costs the limit's worth of the pipeline's latest runs, not its history.

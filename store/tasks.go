@@ -258,8 +258,8 @@ func (s *sqlStore) ClearTasks(ctx context.Context, p ClearTasksParams) (int, err
 	// cond selects the task instances cleared, on task_instances ti JOIN runs r.
 	cond := func(a *args) string {
 		c := "r.pipeline = " + a.add(p.Pipeline) + " AND " + s.d.in(a, "ti.state", states) + window(a, "r.logical_unix")
-		if p.Task != "" {
-			c += " AND ti.task = " + a.add(p.Task)
+		if tasks := p.taskList(); len(tasks) > 0 {
+			c += " AND " + s.d.in(a, "ti.task", tasks)
 		}
 		if p.SparingBackfills {
 			c += " AND NOT (r.kind = 'backfill' AND r.backfill_id IN (SELECT id FROM backfills WHERE state = 'running'))"

@@ -3,8 +3,10 @@ package web
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,6 +15,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"unicode"
 )
 
 // EnvToken is the environment variable that gives the token when --token
@@ -85,42 +88,152 @@ func loopbackHost(hostport string) bool {
 
 const sessionCookie = "rewind_ui_session"
 
-// session is the cookie value for the token: a digest, so that the
-// cookie is not the token itself.
-func (s *Server) session() string {
+// A sign-in's cookie is LABEL.NONCE.MAC: the label the person gave (base64,
+// for the audit trail), a random nonce of the sign-in, and an HMAC of both
+// keyed by the token, so that the cookie is not the token and cannot be
+// made without it. The CSRF token of the session is another HMAC of the
+// nonce: a page of this server carries it, a page elsewhere cannot read
+// it, and every write of a cookie session must send it back.
+
+// mac is the hex HMAC of parts, keyed by the token.
+func (s *Server) mac(parts ...string) string {
 	m := hmac.New(sha256.New, []byte(s.o.Token))
-	m.Write([]byte("rewind ui session"))
+	m.Write([]byte(strings.Join(parts, "\x00")))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
+// newSession is the cookie value of a new sign-in under label.
+func (s *Server) newSession(label string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	l := base64.RawURLEncoding.EncodeToString([]byte(label))
+	nonce := hex.EncodeToString(b[:])
+	return l + "." + nonce + "." + s.mac("rewind ui session", l, nonce)
+}
+
+// principal is who a request comes from, once the token rule let it in.
+type principal struct {
+	// who is a sign-in's label, or "token" (a bearer client, a sign-in
+	// without a label); "" without a token (loopback, no writes).
+	who string
+	// csrf is the CSRF token of a cookie session ("" for a bearer client,
+	// whose Authorization header is the proof: a browser never sends it
+	// by itself).
+	csrf   string
+	bearer bool
+}
+
+type principalKey struct{}
+
+func principalOf(r *http.Request) principal {
+	p, _ := r.Context().Value(principalKey{}).(principal)
+	return p
+}
+
+// checkSession reads a session cookie: its principal, or false.
+func (s *Server) checkSession(value string) (principal, bool) {
+	parts := strings.Split(value, ".")
+	if len(parts) != 3 || subtle.ConstantTimeCompare([]byte(parts[2]), []byte(s.mac("rewind ui session", parts[0], parts[1]))) != 1 {
+		return principal{}, false
+	}
+	label, err := base64.RawURLEncoding.DecodeString(parts[0])
+	if err != nil {
+		return principal{}, false
+	}
+	who := string(label)
+	if who == "" {
+		who = "token"
+	}
+	return principal{who: who, csrf: s.mac("rewind ui csrf", parts[1])}, true
+}
+
+// cleanLabel is the label a person gave at sign-in, as the audit trail
+// keeps it: printable, at most 64 characters.
+func cleanLabel(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return -1
+	}, strings.TrimSpace(s))
+	if r := []rune(s); len(r) > 64 {
+		s = string(r[:64])
+	}
+	return s
+}
+
 // allowed applies the token rule; it answers the request itself when it
-// returns false.
-func (s *Server) allowed(w http.ResponseWriter, r *http.Request) bool {
+// returns false. A request it lets in carries its principal. A write (any
+// method but GET and HEAD) without the token is refused with 403, as a
+// forbidden write, not asked to sign in.
+func (s *Server) allowed(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
 	if s.o.Token == "" {
 		if !loopbackHost(r.Host) {
 			s.fail(w, r, errorf(http.StatusForbidden, "host %q: this view answers loopback names only (start it with a token to serve other names)", r.Host))
-			return false
+			return r, false
 		}
-		return true
+		return r, true
 	}
 	if strings.HasPrefix(r.URL.Path, "/static/") || r.URL.Path == "/login" {
-		return true
+		return r, true
 	}
 	if auth := r.Header.Get("Authorization"); auth != "" {
 		scheme, tok, _ := strings.Cut(auth, " ")
 		if strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(s.o.Token)) == 1 {
-			return true
+			return r.WithContext(context.WithValue(r.Context(), principalKey{}, principal{who: "token", bearer: true})), true
 		}
-	} else if c, err := r.Cookie(sessionCookie); err == nil && subtle.ConstantTimeCompare([]byte(c.Value), []byte(s.session())) == 1 {
-		return true
+	} else if c, err := r.Cookie(sessionCookie); err == nil {
+		if p, ok := s.checkSession(c.Value); ok {
+			return r.WithContext(context.WithValue(r.Context(), principalKey{}, p)), true
+		}
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		s.fail(w, r, errorf(http.StatusForbidden, "%s needs the token: send Authorization: Bearer TOKEN, or sign in at /login", r.Method))
+		return r, false
 	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="rewind"`)
 	if isAPI(r) {
 		s.fail(w, r, errorf(http.StatusUnauthorized, "a bearer token is required (Authorization: Bearer TOKEN)"))
-		return false
+		return r, false
 	}
 	s.page(w, r, http.StatusUnauthorized, "login.html", "Sign in", map[string]any{"Next": r.URL.RequestURI()})
-	return false
+	return r, false
+}
+
+// ownOrigin is this server's origin as the browser sees it: the scheme
+// it came over (HTTPS directly or through a trusted proxy) and the Host
+// it asked for.
+func (s *Server) ownOrigin(r *http.Request) string {
+	scheme := "http"
+	if s.overHTTPS(r) {
+		scheme = "https"
+	}
+	return scheme + "://" + strings.ToLower(r.Host)
+}
+
+// sameOrigin checks where a write comes from: its Origin, or its Referer
+// when it has no Origin, must be this server's own origin. A request with
+// neither is a program's, not a page's: let in for a bearer client only.
+func (s *Server) sameOrigin(r *http.Request, p principal) error {
+	from := r.Header.Get("Origin")
+	if from == "" {
+		if ref := r.Header.Get("Referer"); ref != "" {
+			u, err := url.Parse(ref)
+			if err != nil || u.Scheme == "" || u.Host == "" {
+				return errorf(http.StatusForbidden, "cross-origin write refused: Referer %q is not of this server (%s)", ref, s.ownOrigin(r))
+			}
+			from = u.Scheme + "://" + u.Host
+		}
+	}
+	switch {
+	case from == "" && p.bearer:
+		return nil
+	case from == "":
+		return errorf(http.StatusForbidden, "write refused: the request says neither Origin nor Referer, so it cannot be told from a forged one")
+	case !strings.EqualFold(from, s.ownOrigin(r)):
+		return errorf(http.StatusForbidden, "cross-origin write refused: Origin %q is not this server (%s)", from, s.ownOrigin(r))
+	}
+	return nil
 }
 
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
@@ -140,11 +253,15 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := localPath(r.PostForm.Get("next"))
+	if err := s.sameOrigin(r, principal{bearer: true}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("token")), []byte(s.o.Token)) != 1 {
 		s.page(w, r, http.StatusUnauthorized, "login.html", "Sign in", map[string]any{"Next": next, "Wrong": true})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.session(), Path: "/", HttpOnly: true,
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: s.newSession(cleanLabel(r.PostForm.Get("name"))), Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: s.overHTTPS(r)})
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rewind-dev/rewind/ops"
 	"io/fs"
 	"math"
 	"net/http"
@@ -364,7 +365,16 @@ func (s *Server) backfillPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.page(w, r, http.StatusOK, "backfill.html", "Backfill "+b.Backfill.ID, b)
+	s.page(w, r, http.StatusOK, "backfill.html", "Backfill "+b.Backfill.ID,
+		backfillPageData{BackfillJSON: b, Audit: s.auditOf(r.Context(), "", b.Backfill.ID), Job: s.jobOf(b.Backfill.ID)})
+}
+
+// backfillPageData is the backfill page: the backfill, its audit trail
+// and the job of this view that runs it (nil: none).
+type backfillPageData struct {
+	*BackfillJSON
+	Audit []ops.AuditJSON
+	Job   *JobJSON
 }
 
 // days writes a retention the way HCL says it: "14d", else a duration.

@@ -2,6 +2,7 @@ package web
 
 import (
 	"fmt"
+	"github.com/rewind-dev/rewind/backfill"
 	"html/template"
 	"time"
 )
@@ -37,7 +38,10 @@ func (s *Server) funcs() template.FuncMap {
 		"rowY":   func(i int) float64 { return float64(i)*18 + 4 },
 		"chartH": func(n int) float64 { return float64(n)*18 + 8 },
 		"orDash": orDash,
-		"ptr":    func(f float64) *float64 { return &f },
+		"reprocessModes": func() []string {
+			return []string{backfill.ReprocessNone, backfill.ReprocessFailed, backfill.ReprocessCompleted}
+		},
+		"ptr": func(f float64) *float64 { return &f },
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"github.com/rewind-dev/rewind/ops"
 	"html"
 	"html/template"
 	"net/http"
@@ -145,7 +146,15 @@ func (s *Server) gridPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.page(w, r, http.StatusOK, "grid.html", name, g)
+	s.page(w, r, http.StatusOK, "grid.html", name, gridPageData{GridJSON: g, Audit: s.auditOf(r.Context(), name, ""), Paused: s.pausedOf(r.Context(), name)})
+}
+
+// gridPageData is the grid page: the grid, the pipeline's audit trail and
+// whether it is paused (its pause or unpause action).
+type gridPageData struct {
+	GridJSON
+	Audit  []ops.AuditJSON
+	Paused bool
 }
 
 // apiRuns is `rewind runs --json` (pipeline= filters as --pipeline does;

@@ -94,10 +94,12 @@ type (
 	}
 	// BackfillStatusJSON is `backfill status --json`.
 	BackfillStatusJSON struct {
-		ID     string             `json:"id"`
-		State  string             `json:"state"`
-		Phase  string             `json:"phase"`
-		Detail string             `json:"detail"`
+		ID     string `json:"id"`
+		State  string `json:"state"`
+		Phase  string `json:"phase"`
+		Detail string `json:"detail"`
+		// OnHold: paused by backfill pause (its apply starts nothing new).
+		OnHold bool               `json:"on_hold"`
 		Dates  []BackfillDateJSON `json:"dates"`
 		// Phases say where each phase stands, as the web view's
 		// backfill page shows them.
@@ -465,7 +467,7 @@ func datesJSON(p *dsl.Pipeline, ivs []timetable.Interval, routes []skew.Route, p
 // pipeline in its window (ListRuns From b.From To b.To): the dates are
 // those whose run is the backfill's own.
 func BackfillStatus(b store.Backfill, runs []store.Run) BackfillStatusJSON {
-	out := BackfillStatusJSON{ID: b.ID, State: backfill.ShownState(b), Phase: b.Phase, Detail: b.Detail, Dates: []BackfillDateJSON{},
+	out := BackfillStatusJSON{ID: b.ID, State: backfill.ShownState(b), Phase: b.Phase, Detail: b.Detail, OnHold: b.OnHold, Dates: []BackfillDateJSON{},
 		Phases: backfillPhases(b, runs)}
 	// The plan's logical dates carry the pipeline's offset.
 	logical := map[int64]string{}

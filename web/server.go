@@ -37,12 +37,20 @@ type Reader interface {
 	ListProbes(ctx context.Context, p store.ListProbesParams) ([]store.ProbeResult, error)
 	TaskDurations(ctx context.Context, p store.TaskDurationsParams) (map[string][]time.Duration, error)
 	Stats(ctx context.Context) (store.Stats, error)
+	ListAudit(ctx context.Context, p store.ListAuditParams) ([]store.AuditEntry, error)
 }
 
 // Options configure a Server.
 type Options struct {
 	// State is the state the view reads (a store.Store is one).
 	State Reader
+	// Write is the state the actions change (clear, mark, retry, pause,
+	// the backfill commands), the same as State; nil: the view only
+	// reads. Writes also need Token: without one, every write is refused.
+	Write store.Store
+	// EnsureAgent is backfill.ApplyOptions.EnsureAgent for the backfills
+	// the view applies, resumes and rolls back.
+	EnsureAgent func() error
 	// Workspace is the loaded workspace: schedules, task order, outputs,
 	// and the sensitive values to redact. Required.
 	Workspace *dsl.Workspace
@@ -79,6 +87,14 @@ type Server struct {
 
 	// metrics serves /metrics: the state's counts, read at each scrape.
 	metrics http.Handler
+
+	// jobs are the backfills this process applies, resumes or rolls
+	// back, by id; ctx ends them when the view stops.
+	jobsMu sync.Mutex
+	jobs   map[string]*job
+	ctx    context.Context
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 //go:embed assets
@@ -106,7 +122,8 @@ func New(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{o: o, mux: http.NewServeMux(), static: http.FileServerFS(static), lakes: scheduler.NewLakes(o.Workspace)}
+	s := &Server{o: o, mux: http.NewServeMux(), static: http.FileServerFS(static), lakes: scheduler.NewLakes(o.Workspace), jobs: map[string]*job{}}
+	s.ctx, s.stop = context.WithCancel(context.Background())
 	s.assetVersion, err = digestFS(static)
 	if err != nil {
 		return nil, err
@@ -122,8 +139,12 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
-// Close releases the catalogs the view opened.
+// Close stops the backfills the view runs (interrupted: each is resumed
+// with apply --resume, or from the view) and waits for them, then
+// releases the catalogs the view opened.
 func (s *Server) Close() error {
+	s.stop()
+	s.wg.Wait()
 	s.lakesMu.Lock()
 	defer s.lakesMu.Unlock()
 	return s.lakes.Close()
@@ -149,6 +170,9 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/backfills/{id}", s.apiBackfill)
 	m.HandleFunc("GET /api/backfills/{id}/status", s.apiBackfillStatus)
 	m.HandleFunc("GET /api/attempts/{id}/log", s.apiLog)
+	m.HandleFunc("GET /api/audit", s.apiAudit)
+	m.HandleFunc("GET /api/backfills/{id}/job", s.apiJob)
+	s.actionRoutes()
 	m.Handle("GET "+metrics.Path, s.metrics)
 	m.HandleFunc("/", s.notFound)
 }
@@ -159,11 +183,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", contentSecurityPolicy)
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: a page's own form posts then carry
+	// its Origin (under no-referrer a browser sends "Origin: null"), which
+	// the writes check; no other origin ever gets a URL of the view.
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 	h.Set("Cross-Origin-Resource-Policy", "same-origin")
-	if !s.allowed(w, r) {
+	r, ok := s.allowed(w, r)
+	if !ok {
 		return
 	}
 	s.mux.ServeHTTP(w, r)
@@ -279,6 +307,11 @@ type pageData struct {
 	Title   string
 	Version string
 	Data    any
+	// Write: the page shows the actions (the view has a token and a state
+	// to write, and the request carries the token). CSRF is the session's
+	// token, which every write of the page sends back; Who is the sign-in.
+	Write     bool
+	CSRF, Who string
 }
 
 // page renders a page template (into a buffer: a template error is a 500,
@@ -288,7 +321,11 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request, code int, name, ti
 	// Redacted before the template escapes it: an escaped secret no longer
 	// matches its text.
 	data = s.o.Workspace.Redacted(data)
-	if err := s.tmpl.ExecuteTemplate(&buf, name, pageData{Title: s.o.Workspace.Redact(title), Version: s.assetVersion, Data: data}); err != nil {
+	pd := pageData{Title: s.o.Workspace.Redact(title), Version: s.assetVersion, Data: data}
+	if p := principalOf(r); s.canWrite() && p.who != "" {
+		pd.Write, pd.CSRF, pd.Who = true, p.csrf, p.who
+	}
+	if err := s.tmpl.ExecuteTemplate(&buf, name, pd); err != nil {
 		s.o.Log.Error("template", "name", name, "err", err)
 		http.Error(w, "template error", http.StatusInternalServerError)
 		return

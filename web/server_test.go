@@ -493,7 +493,7 @@ func TestHeadersAndReadOnly(t *testing.T) {
 		if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
 			t.Errorf("%s: CSP allows inline code: %q", p, csp)
 		}
-		if h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Referrer-Policy") != "no-referrer" || h.Get("X-Frame-Options") != "DENY" {
+		if h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Referrer-Policy") != "same-origin" || h.Get("X-Frame-Options") != "DENY" {
 			t.Errorf("%s: headers %v", p, h)
 		}
 		if strings.HasPrefix(h.Get("Content-Type"), "text/html") {

@@ -19,6 +19,7 @@ import (
 	"github.com/rewind-dev/rewind/backfill"
 	"github.com/rewind-dev/rewind/dsl"
 	"github.com/rewind-dev/rewind/lease"
+	"github.com/rewind-dev/rewind/ops"
 	"github.com/rewind-dev/rewind/skew"
 	"github.com/rewind-dev/rewind/store"
 )
@@ -55,30 +56,18 @@ func (f *planFlags) add(c *cobra.Command) {
 	c.Flags().BoolVar(&f.noBatch, "no-batch", false, "one run per date, whatever the pipeline's backfill { batch } says")
 }
 
+// request is the flags as package backfill reads them.
+func (f *planFlags) request(cmd *cobra.Command, pipeline string) backfill.Request {
+	return backfill.Request{Pipeline: pipeline, Start: f.start, End: f.end, Reprocess: f.reprocess, Reverse: f.reverse,
+		MaxActiveRuns: f.maxActiveRuns, MaxActiveRunsSet: cmd.Flags().Changed("max-active-runs"), Now: f.now,
+		IncludeDownstream: f.downstream, Tasks: f.tasks, TaskDownstream: f.taskDown, Batch: f.batch, NoBatch: f.noBatch}
+}
+
 // check validates the flags and the pipeline before any state is opened.
 func (f *planFlags) check(cmd *cobra.Command, g *globals, pipeline string) (*dsl.Workspace, error) {
-	if f.start == "" || f.end == "" {
-		return nil, exitWith(exitUsage, "backfill needs --start and --end")
-	}
-	if _, err := parseRange(f.start, f.end); err != nil {
-		return nil, err
-	}
-	if f.taskDown && len(f.tasks) == 0 {
-		return nil, exitWith(exitUsage, "--downstream goes with --task NAME")
-	}
-	if err := positive(cmd, "max-active-runs", f.maxActiveRuns, "a number of runs"); err != nil {
-		return nil, err
-	}
-	if f.batch != "" {
-		if f.noBatch {
-			return nil, exitWith(exitUsage, "--batch and --no-batch are exclusive")
-		}
-		if _, err := dsl.ParseBatch(f.batch); err != nil {
-			return nil, exitWith(exitUsage, "--%v", err)
-		}
-	}
-	if _, err := parseNow(f.now); err != nil {
-		return nil, err
+	q := f.request(cmd, pipeline)
+	if err := q.Check(); err != nil {
+		return nil, opsError(err)
 	}
 	path, err := g.workspace("")
 	if err != nil {
@@ -88,58 +77,26 @@ func (f *planFlags) check(cmd *cobra.Command, g *globals, pipeline string) (*dsl
 	if err != nil {
 		return nil, err
 	}
-	p, err := findPipeline(w, pipeline)
-	if err != nil {
-		return nil, err
-	}
-	known := map[string]bool{}
-	for _, t := range p.Tasks {
-		known[t.Name] = true
-	}
-	for _, t := range f.tasks {
-		if !known[t] {
-			return nil, unknownName("task", t, known, "of pipeline "+pipeline)
-		}
+	if _, err := q.Params(w); err != nil {
+		return nil, opsError(err)
 	}
 	return w, nil
 }
 
 func (f *planFlags) plan(cmd *cobra.Command, g *globals, w *dsl.Workspace, pipeline string, st store.Store) (*backfill.Plan, error) {
-	p, err := findPipeline(w, pipeline)
+	pp, err := f.request(cmd, pipeline).Params(w)
 	if err != nil {
-		return nil, err
+		return nil, opsError(err)
 	}
-	window, err := parseRange(f.start, f.end)
-	if err != nil {
-		return nil, err
-	}
-	start, end := window.Bounds(p.Timezone)
-	now, err := parseNow(f.now)
-	if err != nil {
-		return nil, err
-	}
-	// The plan routes its dates twice (skew rules, then the history of
-	// their runs): the probes run once.
-	ctx := skew.ProbeContext(cmd.Context(), now)
-	var batch dsl.Batch
-	if f.batch != "" {
-		if batch, err = dsl.ParseBatch(f.batch); err != nil {
-			return nil, exitWith(exitUsage, "--%v", err)
-		}
-	}
-	plan, err := backfill.MakePlan(ctx, st, backfill.PlanParams{
-		Workspace: w, Pipeline: pipeline, Start: start, End: end, Reprocess: f.reprocess,
-		Reverse: f.reverse, MaxActiveRuns: f.maxActiveRuns, Now: now, IncludeDownstream: f.downstream,
-		Tasks: f.tasks, TaskDownstream: f.taskDown, Batch: batch, NoBatch: f.noBatch,
-	})
-	if err != nil {
+	plan, err := backfill.Compute(cmd.Context(), st, pp)
+	var routes *backfill.RoutesError
+	switch {
+	case errors.As(err, &routes) && errors.Is(err, skew.ErrProbe):
+		return nil, exitWith(exitUsage, "%v (fix the probe, or remove it from the skew block, before planning)", routes.Err)
+	case errors.As(err, &routes):
+		return nil, stateError(routes.Err, exitState)
+	case err != nil:
 		return nil, stateError(err, exitUsage)
-	}
-	if err := backfill.PlanRoutes(ctx, st, w, plan); err != nil {
-		if errors.Is(err, skew.ErrProbe) {
-			return nil, exitWith(exitUsage, "%v (fix the probe, or remove it from the skew block, before planning)", err)
-		}
-		return nil, stateError(err, exitState)
 	}
 	return plan, nil
 }
@@ -337,6 +294,7 @@ written, 130 interrupted (resume with --resume ID).`,
 			}
 			res, err := backfill.ApplyBackfill(ctx, o)
 			prog.finish()
+			auditApply(ctx, g, o, res, err)
 			return f.report(g, res, err)
 		},
 	}
@@ -527,4 +485,30 @@ func openForPlan(ctx context.Context, g *globals) (store.Store, func(), error) {
 		return nil, nil, err
 	}
 	return st, func() { st.Close(); os.RemoveAll(dir) }, nil
+}
+
+// auditApply records an apply (or a resume) in the audit trail, with how
+// it ended: ok only when the backfill succeeded.
+func auditApply(ctx context.Context, g *globals, o backfill.ApplyOptions, res *backfill.BackfillResult, err error) {
+	e := ops.Entry{Action: "backfill.apply", Args: map[string]any{}}
+	if o.ResumeID != "" {
+		e.Action, e.Target = "backfill.resume", o.ResumeID
+	}
+	if o.Plan != nil {
+		e.Pipeline = o.Plan.Pipeline
+		e.Args = map[string]any{"start": o.Plan.Start, "end": o.Plan.End, "reprocess": o.Plan.Reprocess}
+	}
+	if res != nil {
+		e.Target = res.ID
+		if err == nil && res.State != store.BackfillSuccess {
+			err = fmt.Errorf("backfill %s: %s", res.ID, res.State)
+		}
+	}
+	if e.Pipeline == "" && e.Target != "" {
+		if b, gerr := o.Store.GetBackfill(context.WithoutCancel(ctx), e.Target); gerr == nil {
+			e.Pipeline = b.Pipeline
+		}
+	}
+	e.Err = err
+	audit(context.WithoutCancel(ctx), g, o.Store, e)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rewind-dev/rewind/backfill"
 	"github.com/rewind-dev/rewind/lease"
+	"github.com/rewind-dev/rewind/ops"
 	"github.com/rewind-dev/rewind/store"
 	"github.com/rewind-dev/rewind/web"
 	"github.com/spf13/cobra"
@@ -47,7 +48,8 @@ the state, 4 the state could not be read or written.`,
 				return err
 			}
 			defer st.Close()
-			if _, err := findBackfill(cmd, st, args); err != nil {
+			b, err := findBackfill(cmd, st, args)
+			if err != nil {
 				return err
 			}
 			w, err := loadWorkspace(g, path, nil)
@@ -56,6 +58,7 @@ the state, 4 the state could not be read or written.`,
 			}
 			res, err := backfill.RollbackBackfill(cmd.Context(), backfill.RollbackOptions{Store: st, Workspace: w, ID: args[0],
 				Home: homeDir(g), Now: clock, EnsureAgent: agentStarter(g, lease.DefaultTTL)})
+			audit(cmd.Context(), g, st, ops.Entry{Action: "backfill.rollback", Target: b.ID, Pipeline: b.Pipeline, Err: err})
 			var owned *backfill.OwnedError
 			var busy *lease.BusyError
 			switch {
@@ -220,14 +223,15 @@ is not running, or that failed, is settled the same way at once. Its
 finished dates live only on its branch: a later backfill with --reprocess
 failed runs them again.`,
 		Args: cobra.ExactArgs(1),
-		RunE: backfillOp(g, "cancelled", backfill.CancelBackfill),
+		RunE: backfillOp(g, "backfill.cancel", "cancelled", backfill.CancelBackfill),
 	}
 }
 
 // newBackfillHoldCmd is backfill pause (hold) or backfill unpause.
 func newBackfillHoldCmd(g *globals, hold bool) *cobra.Command {
-	use, short, done := "unpause ID", "Let a paused backfill start runs again", "unpaused"
+	use, short, done, action := "unpause ID", "Let a paused backfill start runs again", "unpaused", "backfill.unpause"
 	if hold {
+		action = "backfill.pause"
 		use, short, done = "pause ID", "Start nothing new of a backfill; its running attempts finish", "paused: nothing new starts until rewind backfill unpause"
 	}
 	return &cobra.Command{
@@ -237,7 +241,7 @@ func newBackfillHoldCmd(g *globals, hold bool) *cobra.Command {
 its 'backfill apply' waits. 'backfill unpause ID' lets it go on (a backfill
 whose apply is not running goes on with 'apply --resume ID').`,
 		Args: cobra.ExactArgs(1),
-		RunE: backfillOp(g, done, func(ctx context.Context, st store.Store, id string) (store.Backfill, error) {
+		RunE: backfillOp(g, action, done, func(ctx context.Context, st store.Store, id string) (store.Backfill, error) {
 			return backfill.HoldBackfill(ctx, st, id, hold)
 		}),
 	}
@@ -245,7 +249,7 @@ whose apply is not running goes on with 'apply --resume ID').`,
 
 // backfillOp runs an operator command on the backfill named by args (one
 // that its state does not allow is a usage error) and says what it did.
-func backfillOp(g *globals, done string, op func(context.Context, store.Store, string) (store.Backfill, error)) func(*cobra.Command, []string) error {
+func backfillOp(g *globals, action, done string, op func(context.Context, store.Store, string) (store.Backfill, error)) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		ctx := cmd.Context()
 		if _, err := g.workspace(""); err != nil {
@@ -261,6 +265,7 @@ func backfillOp(g *globals, done string, op func(context.Context, store.Store, s
 			return err
 		}
 		b, err = op(ctx, st, b.ID)
+		audit(ctx, g, st, ops.Entry{Action: action, Target: b.ID, Pipeline: b.Pipeline, Err: err})
 		if errors.Is(err, backfill.ErrBackfillState) {
 			return exitWith(exitUsage, "%v", err)
 		}

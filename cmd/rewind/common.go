@@ -278,28 +278,6 @@ func knownPipeline(ctx context.Context, g *globals, st store.Store, name string)
 	return unknownName("pipeline", name, names)
 }
 
-// checkTask checks that task is a task of pipeline: in the workspace or in
-// the runs given. An unknown one is a usage error that lists the known.
-func checkTask(g *globals, pipeline, task string, runs []store.Run) error {
-	known := map[string]bool{}
-	if ws, diags := dsl.Load(g.wsPath(), dsl.LoadOptions{Env: os.Environ()}); !diags.HasErrors() {
-		if p := ws.Pipeline(pipeline); p != nil {
-			for _, t := range p.Tasks {
-				known[t.Name] = true
-			}
-		}
-	}
-	for _, r := range runs {
-		for _, t := range r.Tasks {
-			known[t.Task] = true
-		}
-	}
-	if known[task] {
-		return nil
-	}
-	return unknownName("task", task, known, "of pipeline "+pipeline)
-}
-
 // unknownName is the error for a name that is not one of known.
 func unknownName(what, name string, known map[string]bool, of ...string) error {
 	list := make([]string, 0, len(known))

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rewind-dev/rewind/ops"
 	"github.com/rewind-dev/rewind/store"
 )
 
@@ -23,7 +23,7 @@ func newPauseCmd(g *globals, paused bool) *cobra.Command {
 	return &cobra.Command{
 		Use:     use + " PIPELINE",
 		Short:   short,
-		Long:    short + ". PIPELINE is a pipeline of the workspace (--path, default \".\") or of its state;\nan unknown name is refused (exit 2).",
+		Long:    short + ". PIPELINE is a pipeline of the workspace (--path, default \".\") or of its state;\nan unknown name is refused (exit 2). It is recorded in 'rewind audit'.",
 		Example: "  rewind " + use + " daily_revenue --path examples/daily_revenue",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -53,16 +53,10 @@ func newPauseCmd(g *globals, paused bool) *cobra.Command {
 				}
 				defer st.Close()
 			}
-			p := store.SetPausedParams{Name: args[0], Paused: paused, Now: time.Now()}
-			err = st.SetPaused(ctx, p)
-			if errors.Is(err, store.ErrNotFound) {
-				// Not run yet: record it; its hash is filled in by the next run.
-				if _, err = st.UpsertPipeline(ctx, store.UpsertPipelineParams{Name: args[0], Now: p.Now}); err == nil {
-					err = st.SetPaused(ctx, p)
-				}
-			}
+			err = ops.SetPaused(ctx, st, looseWorkspace(g), args[0], paused, time.Now())
+			audit(ctx, g, st, ops.Entry{Action: use, Target: args[0], Pipeline: args[0], Err: err})
 			if err != nil {
-				return stateError(err, exitState)
+				return opsError(err)
 			}
 			fmt.Fprintf(g.stdout, "%s: %sd\n", args[0], use)
 			return nil

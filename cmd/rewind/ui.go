@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rewind-dev/rewind/lease"
 	"github.com/rewind-dev/rewind/web"
 )
 
@@ -24,7 +25,7 @@ func newUICmd(g *globals) *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "ui [--listen 127.0.0.1:8080] [PATH]",
-		Short: "Serve a read-only web view of the state: pipelines, grids, runs, backfills",
+		Short: "Serve a web view of the state: pipelines, grids, runs, backfills, and the operator's actions",
 		Long: `ui serves a web view of the workspace's state: the pipelines; the grid of a
 pipeline (runs as columns, newest on the right, tasks as rows, hot dates
 marked with their pool), live while a catchup runs; each cell's attempts
@@ -33,10 +34,20 @@ validation and report. Every page has its JSON under /api/ (/api/runs is
 'rewind runs --json', /api/dates 'rewind dates --recorded --json',
 /api/backfills/ID/status 'rewind backfill status ID --json').
 
-The view only reads. It listens on loopback by default; any other address
-needs a token (--token, or better REWIND_UI_TOKEN, since ps shows argv),
-which every request then carries as 'Authorization: Bearer TOKEN' (a
-browser signs in once with a form). Ctrl-C or SIGTERM stops it.
+It listens on loopback by default; any other address needs a token
+(--token, or better REWIND_UI_TOKEN, since ps shows argv), which every
+request then carries as 'Authorization: Bearer TOKEN' (a browser signs in
+once with a form). Ctrl-C or SIGTERM stops it.
+
+With a token, a signed-in operator acts from the pages, through the same
+code as the CLI: clear (only failed, with downstream), mark success or
+failed, retry now, pause and unpause a pipeline; a backfill form that shows
+the plan as 'backfill plan' does, then applies it; and a backfill's pause,
+unpause, cancel, resume and rollback. Resumes, applies and rollbacks run in
+this process (one at a time; Ctrl-C interrupts them: resume later). Every
+write needs the token even on loopback, comes from a page of this server
+(its Origin) with the session's CSRF token, and is recorded in the state's
+audit trail ('rewind audit'). Without a token the view only reads.
 
 /metrics serves the state's Prometheus metrics in the text format, under
 the same rule: with a token, the scraper sends it as a bearer token.
@@ -75,8 +86,8 @@ The header from any other address is ignored. Default: no proxy trusted.`,
 				return err
 			}
 			defer st.Close()
-			srv, err := web.New(web.Options{State: st, Workspace: w, Home: homeDir(g), Token: token, TrustedProxies: trusted,
-				Log: slog.New(slog.NewTextHandler(g.stderr, nil))})
+			srv, err := web.New(web.Options{State: st, Write: st, Workspace: w, Home: homeDir(g), Token: token, TrustedProxies: trusted,
+				EnsureAgent: agentStarter(g, lease.DefaultTTL), Log: slog.New(slog.NewTextHandler(g.stderr, nil))})
 			if err != nil {
 				return exitWith(exitFailed, "%v", err)
 			}
@@ -85,11 +96,11 @@ The header from any other address is ignored. Default: no proxy trusted.`,
 			if err != nil {
 				return exitWith(exitUsage, "--listen %s: %v", listen, err)
 			}
-			auth := ""
+			mode := "read-only: start it with --token or " + web.EnvToken + " to act from it"
 			if token != "" {
-				auth = ", token required"
+				mode = "token required; actions recorded in rewind audit"
 			}
-			fmt.Fprintf(g.stderr, "rewind ui: serving %s on http://%s/ (read-only%s; Ctrl-C stops)\n", g.wsDir(), ln.Addr(), auth)
+			fmt.Fprintf(g.stderr, "rewind ui: serving %s on http://%s/ (%s; Ctrl-C stops)\n", g.wsDir(), ln.Addr(), mode)
 			if err := web.Serve(ctx, ln, srv); err != nil {
 				return exitWith(exitFailed, "%v", err)
 			}

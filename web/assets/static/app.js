@@ -54,7 +54,47 @@
       }).then(schedule);
     }
     function schedule() { if (!stopped && !timer) timer = setTimeout(tick, interval()); }
-    return { start: tick, stop: function () { stopped = true; } };
+    function now() { if (timer) { clearTimeout(timer); timer = null; tick(); } }
+    return { start: tick, now: now, stop: function () { stopped = true; } };
+  }
+
+  // ---- actions ----
+  // A write sends the session's CSRF token (from the page's meta tag) in a
+  // header; the server also checks the request's Origin.
+  function csrf() {
+    var m = document.querySelector('meta[name="csrf-token"]');
+    return m ? m.content : "";
+  }
+
+  function post(url, params) {
+    return fetch(url, {
+      method: "POST", credentials: "same-origin", cache: "no-store",
+      headers: { "X-CSRF-Token": csrf(), "Content-Type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams(params || {}).toString()
+    }).then(function (res) {
+      return res.text().then(function (t) {
+        var msg = t;
+        try { var j = JSON.parse(t); msg = j.message || j.error || t; } catch (e) { /* not JSON */ }
+        return { ok: res.ok, status: res.status, msg: msg };
+      });
+    }, function (err) { return { ok: false, status: 0, msg: String(err) }; });
+  }
+
+  function showResult(r) {
+    var p = document.getElementById("action-result");
+    if (!p) return;
+    p.textContent = r.msg;
+    p.className = "result " + (r.ok ? "ok" : "error");
+    p.dataset.status = String(r.status);
+  }
+
+  // A message to show once the page reloads after an action.
+  function flash(r) { try { sessionStorage.setItem("rewind-flash:" + location.pathname, JSON.stringify(r)); } catch (e) { /* none */ } }
+  function showFlash() {
+    try {
+      var k = "rewind-flash:" + location.pathname, v = sessionStorage.getItem(k);
+      if (v) { sessionStorage.removeItem(k); showResult(JSON.parse(v)); }
+    } catch (e) { /* none */ }
   }
 
   // ---- the grid ----
@@ -135,7 +175,10 @@
       aside.dataset.run = String(c.run_id);
       aside.dataset.task = c.task;
       aside.dataset.state = c.state;
+      aside.dataset.logical = c.logical_date;
       document.getElementById("detail-title").textContent = c.task + " · " + c.ds + " · " + c.state;
+      var retry = document.getElementById("retry-now");
+      if (retry) retry.hidden = c.state !== "up_for_retry";
       var links = document.getElementById("detail-links");
       links.textContent = "run " + c.run_state + " (" + c.kind + "), pool " + c.pool + (c.reason ? " (" + c.reason + ")" : "") + " · ";
       var g = el("a", null, "Gantt chart of the run");
@@ -202,6 +245,44 @@
       root.querySelectorAll("td.c.selected").forEach(function (x) { x.classList.remove("selected"); });
       selected = null;
     });
+    var base = "/api/pipelines/" + encodeURIComponent(pipeline) + "/";
+    function act(btn, params) {
+      if (btn.dataset.onlyFailed) params.only_failed = "true";
+      if (btn.dataset.downstream) params.downstream = "true";
+      btn.disabled = true;
+      return post(base + btn.dataset.act, params).then(function (r) {
+        btn.disabled = false;
+        showResult(r);
+        p.now();
+        return r;
+      });
+    }
+    var menu = document.getElementById("detail-actions");
+    if (menu) menu.addEventListener("click", function (ev) {
+      var btn = ev.target.closest("button.act");
+      if (!btn) return;
+      var aside = document.getElementById("detail");
+      var params = { start: aside.dataset.logical, end: aside.dataset.logical };
+      if (btn.dataset.scope === "task") params.task = aside.dataset.task;
+      act(btn, params).then(function () { if (selected) showCell(pipeline, selected.run, selected.task); });
+    });
+    var dates = document.getElementById("select-dates");
+    if (dates) dates.addEventListener("click", function (ev) {
+      var btn = ev.target.closest("button.act");
+      if (!btn) return;
+      var params = { start: dates.elements.start.value, end: dates.elements.end.value };
+      if (dates.elements.task.value) params.task = dates.elements.task.value;
+      if (dates.elements.downstream.checked) params.downstream = "true";
+      act(btn, params);
+    });
+    var pa = document.getElementById("pipeline-actions");
+    if (pa) pa.querySelectorAll(":scope > button.act").forEach(function (btn) {
+      btn.addEventListener("click", function () {
+        post(base + btn.dataset.act, {}).then(function (r) {
+          if (r.ok) { flash(r); location.reload(); } else showResult(r);
+        });
+      });
+    });
     var p = poller("/api/grid?pipeline=" + encodeURIComponent(pipeline), function (g) {
       renderGrid(root, g, selected);
       renderSummary(g);
@@ -218,6 +299,29 @@
   // ---- a backfill ----
   function initBackfill(root) {
     var id = root.dataset.id;
+    var base = "/api/backfills/" + encodeURIComponent(id);
+    var controls = document.getElementById("backfill-actions");
+    if (controls) controls.addEventListener("click", function (ev) {
+      var btn = ev.target.closest("button.act");
+      if (!btn) return;
+      btn.disabled = true;
+      post(base + "/" + btn.dataset.act, {}).then(function (r) {
+        btn.disabled = false;
+        if (r.ok) { flash(r); location.reload(); } else showResult(r);
+      });
+    });
+    var job = document.getElementById("job");
+    if (job && job.dataset.running === "true") {
+      var jp = poller(base + "/job", function (j) {
+        var ph = document.getElementById("job-phase");
+        if (ph) ph.textContent = j.phase || "";
+        var pr = document.getElementById("job-progress");
+        if (pr && j.progress) pr.textContent = " · runs " + j.progress.succeeded + " succeeded, " + j.progress.failed + " failed, " +
+          j.progress.running + " running, " + j.progress.queued + " queued of " + j.progress.total;
+        if (!j.running) { jp.stop(); location.reload(); }
+      }, function () { return 1000; });
+      jp.start();
+    }
     if (root.dataset.state !== "running") return;
     var p = poller("/api/backfills/" + encodeURIComponent(id) + "/status", function (st) {
       document.getElementById("bf-state").textContent = st.state;
@@ -227,7 +331,7 @@
         var day = root.querySelector('.day[data-ds="' + d.ds + '"]');
         if (day) { day.className = "day s-" + d.state; day.title = d.ds + ": " + d.state; }
       });
-      if (st.state !== root.dataset.state || st.phase !== root.dataset.phase) {
+      if (st.state !== root.dataset.state || st.phase !== root.dataset.phase || String(st.on_hold) !== root.dataset.hold) {
         p.stop();
         window.location.reload(); // phases, validation and report come with the page
       }
@@ -236,6 +340,7 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    showFlash();
     var grid = document.getElementById("grid");
     if (grid) initGrid(grid);
     var bf = document.getElementById("backfill");
