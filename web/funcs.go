@@ -24,6 +24,9 @@ func (s *Server) funcs() template.FuncMap {
 		"initial":  initial,
 		"runTitle": func(ds, state, kind string) string { return ds + ": " + state + " (" + kind + ")" },
 		"gridBody": gridBody,
+		"kindMark": kindMark,
+		"runHead":  runHeadTitle,
+		"durLevel": durLevel,
 		"barWidth": func(change *float64, limit float64) float64 {
 			// bar of a change, on a scale where the larger of 2 x limit
 			// and 100 % fills the width

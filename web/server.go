@@ -30,6 +30,7 @@ import (
 type Reader interface {
 	ListPipelines(ctx context.Context) ([]store.Pipeline, error)
 	ListRuns(ctx context.Context, p store.ListRunsParams) ([]store.Run, error)
+	CountRuns(ctx context.Context, p store.CountRunsParams) ([]store.RunCount, error)
 	GetWatermark(ctx context.Context, pipeline string) (store.Watermark, error)
 	ListBackfills(ctx context.Context) ([]store.Backfill, error)
 	GetBackfill(ctx context.Context, id string) (store.Backfill, error)

@@ -72,17 +72,10 @@
     dates.appendChild(el("th", "corner", "task \\ run"));
     states.appendChild(el("th", null, "run"));
     g.runs.forEach(function (r) {
-      var th = el("th", "run s-" + r.state + (r.reason ? " hot" : ""));
-      th.dataset.run = r.id;
-      th.dataset.ds = r.ds;
-      th.title = r.ds + ": " + r.state + " (" + r.kind + ")" + (r.reason ? " · pool " + r.pool + ": " + r.reason : "");
-      var a = el("a", null, r.ds);
-      a.href = "/pipelines/" + encodeURIComponent(g.pipeline) + "/runs/" + r.id;
-      th.appendChild(a);
-      if (r.reason) th.appendChild(el("span", "pool", r.pool));
-      dates.appendChild(th);
+      dates.appendChild(runHead(g, r));
       states.appendChild(el("td", "r s-" + r.state));
     });
+    thead.appendChild(durationRow(g));
     thead.appendChild(dates);
     thead.appendChild(states);
     table.appendChild(thead);
@@ -93,12 +86,12 @@
       tr.appendChild(el("th", "task", task));
       g.runs.forEach(function (r) {
         var c = r.cells[i] || { state: "" };
-        var td = el("td", "c s-" + (c.state || "none") + (c.reason ? " hot" : "") + (c.try > 1 ? " retry" : ""));
+        var td = el("td", "c s-" + (c.state || "none") + (c.reason ? " hot" : "") + (c.try > 1 ? " retry" : "") + (r.batch_of ? " covered" : ""));
         if (c.reason) {
           td.dataset.pool = c.pool;
           td.appendChild(el("span", "mark", c.pool.charAt(0).toUpperCase()));
         }
-        td.title = cellTitle(task, r.ds, c);
+        td.title = cellTitle(task, r.at || r.ds, c) + coveredNote(r);
         if (selected && selected.run === String(r.id) && selected.task === task) td.classList.add("selected");
         tr.appendChild(td);
       });
@@ -114,10 +107,81 @@
     root.dataset.active = String(g.active);
   }
 
+  // ---- the grid's columns: names, kinds, batches, durations, pages ----
+  var kindMarks = { scheduled: "\u25F7", manual: "\u25B6", backfill: "\u21BA" };
+
+  function duration0(s) { return s > 0 ? duration(s) : ""; }
+
+  function coveredNote(r) {
+    return r.batch_of ? " · covered by batch run " + r.batch_of + " (run " + r.batch_run + ")" : "";
+  }
+
+  // runHead is a run's column header, as the page renders it (grid.html).
+  function runHead(g, r) {
+    var th = el("th", "run s-" + r.state + (r.reason ? " hot" : "") + (r.batch_of ? " covered" : ""));
+    th.dataset.run = r.id;
+    th.dataset.ds = r.ds;
+    th.dataset.logical = r.logical_date;
+    th.dataset.kind = r.kind;
+    var name = r.at || r.ds;
+    th.title = name + ": " + r.state + " (" + r.kind + (r.backfill_id ? " " + r.backfill_id : "") + ")" +
+      (r.duration_seconds > 0 ? ", ran " + duration0(r.duration_seconds) : "") +
+      (r.reason ? " · pool " + r.pool + ": " + r.reason : "") + coveredNote(r);
+    th.appendChild(el("span", "kind k-" + r.kind, kindMarks[r.kind] || ""));
+    if (r.batch_of) th.appendChild(el("span", "batch", "\u2282"));
+    var a = el("a");
+    a.href = "/pipelines/" + encodeURIComponent(g.pipeline) + "/runs/" + r.id;
+    if (r.day) {
+      a.appendChild(el("span", "day", r.day));
+      a.appendChild(document.createTextNode(" "));
+    }
+    a.appendChild(document.createTextNode(r.label || r.ds));
+    th.appendChild(a);
+    if (r.reason) th.appendChild(el("span", "pool", r.pool));
+    return th;
+  }
+
+  // durationRow: a bar per run, its height the run's share of the page's
+  // longest run (twentieths: classes h0..h20).
+  function durationRow(g) {
+    var tr = el("tr", "durations"), longest = 0;
+    tr.appendChild(el("th", "corner", "duration"));
+    g.runs.forEach(function (r) { longest = Math.max(longest, r.duration_seconds || 0); });
+    g.runs.forEach(function (r) {
+      var s = r.duration_seconds || 0;
+      var level = s > 0 && longest > 0 ? Math.max(1, Math.ceil(s / longest * 20)) : 0;
+      var td = el("td", "dur");
+      td.appendChild(el("span", "bar s-" + r.state + " h" + level));
+      tr.appendChild(td);
+    });
+    return tr;
+  }
+
+  function renderPager(g) {
+    if (g.limit === undefined) return;
+    var base = "/pipelines/" + encodeURIComponent(g.pipeline);
+    var older = document.getElementById("pg-older"), newer = document.getElementById("pg-newer");
+    var latest = document.getElementById("pg-latest"), range = document.getElementById("pg-range");
+    if (older) {
+      older.hidden = !g.older;
+      older.href = base + "?before=" + encodeURIComponent(g.older) + "&limit=" + g.limit;
+    }
+    if (newer) {
+      newer.hidden = !g.newer;
+      newer.href = base + "?after=" + encodeURIComponent(g.newer) + "&limit=" + g.limit;
+    }
+    if (latest) latest.hidden = !g.newer;
+    if (range) {
+      var n = g.runs.length;
+      range.textContent = (n ? (g.runs[0].at || g.runs[0].ds) + " .. " + (g.runs[n - 1].at || g.runs[n - 1].ds) + " · " : "") +
+        n + " of " + g.total + " runs, " + g.limit + " a page";
+    }
+  }
+
   function renderSummary(g) {
     var s = document.getElementById("summary");
     if (!s) return;
-    s.textContent = g.runs.length + " runs";
+    s.textContent = (g.total === undefined ? g.runs.length : g.total) + " runs";
     Object.keys(g.counts).sort().forEach(function (state) {
       s.appendChild(document.createTextNode(" · "));
       s.appendChild(el("span", "badge s-" + state, g.counts[state] + " " + state));
@@ -135,9 +199,10 @@
       aside.dataset.run = String(c.run_id);
       aside.dataset.task = c.task;
       aside.dataset.state = c.state;
-      document.getElementById("detail-title").textContent = c.task + " · " + c.ds + " · " + c.state;
+      document.getElementById("detail-title").textContent = c.task + " · " + (c.at || c.ds) + " · " + c.state;
       var links = document.getElementById("detail-links");
-      links.textContent = "run " + c.run_state + " (" + c.kind + "), pool " + c.pool + (c.reason ? " (" + c.reason + ")" : "") + " · ";
+      links.textContent = "run " + c.run_state + " (" + c.kind + "), pool " + c.pool + (c.reason ? " (" + c.reason + ")" : "") +
+        (c.batch_of ? ", covered by batch run " + c.batch_of : "") + " · ";
       var g = el("a", null, "Gantt chart of the run");
       g.href = c.gantt;
       links.appendChild(g);
@@ -202,9 +267,10 @@
       root.querySelectorAll("td.c.selected").forEach(function (x) { x.classList.remove("selected"); });
       selected = null;
     });
-    var p = poller("/api/grid?pipeline=" + encodeURIComponent(pipeline), function (g) {
+    var p = poller("/api/grid?pipeline=" + encodeURIComponent(pipeline) + (root.dataset.window || ""), function (g) {
       renderGrid(root, g, selected);
       renderSummary(g);
+      renderPager(g);
       var aside = document.getElementById("detail");
       if (selected && !aside.hidden) {
         var i = g.tasks.indexOf(selected.task);
