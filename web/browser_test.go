@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -238,4 +239,42 @@ func TestBrowserBackfill(t *testing.T) {
 		t.Errorf("the chart has %d bars over max_change; want 2", n)
 	}
 	screenshot(t, ctx, "backfill.png")
+}
+
+// The backfill page of a backfill with succeeded, failed and skipped
+// dates: its progress bar counts each and gives its share, its heatmap
+// has a square per date, and its phases their times.
+func TestBrowserBackfillProgress(t *testing.T) {
+	ctx := browser(t)
+	e, id, _, _ := mixedBackfill(t)
+	base := e.startUI()
+	within(t, ctx, 60*time.Second, chromedp.Navigate(base+"backfills/"+id), chromedp.WaitVisible(chromedp.CSS("#bars svg.pbar")))
+	legend := eval[string](t, ctx, `document.querySelector('.pbarrow[data-role="backfill"] .pcounts').textContent`)
+	if legend != "10 targeted · 5 succeeded (50.0%) · 2 failed (20.0%) · 0 in progress (0.0%) · 3 skipped (30.0%)" {
+		t.Errorf("the bar's legend: %q", legend)
+	}
+	widths := eval[string](t, ctx, `[...document.querySelectorAll('.pbarrow[data-role="backfill"] rect.seg')].map(r => r.dataset.key + "=" + Math.round(r.getBBox().width)).join(" ")`)
+	if widths != "succeeded=300 failed=120 skipped=180" {
+		t.Errorf("the bar's segments: %q; want 50%%, 20%% and 30%% of 600 px", widths)
+	}
+	squares := eval[string](t, ctx, `[...document.querySelectorAll("svg.heatmap rect.hd")].map(r => r.getAttribute("class").replace("hd ", "")).join(" ")`)
+	if strings.Count(squares, "s-success") != 5 || strings.Count(squares, "s-failed") != 2 || strings.Count(squares, "s-skip") != 3 || strings.Count(squares, "outside") != 2 {
+		t.Errorf("heatmap squares: %s", squares)
+	}
+	phases := eval[string](t, ctx, `[...document.querySelectorAll("#phases tbody tr")].map(tr => [...tr.cells].map(c => c.textContent).join("|")).join("\n")`)
+	stamp := regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ$`)
+	for _, row := range strings.Split(phases, "\n") {
+		f := strings.Split(row, "|")
+		if len(f) != 5 {
+			t.Fatalf("phase row %q", row)
+		}
+		reached := f[1] == "done" || f[1] == "failed"
+		if reached != (stamp.MatchString(f[2]) && stamp.MatchString(f[3]) && f[4] != "") {
+			t.Errorf("phase %s (%s): started %q, ended %q, took %q", f[0], f[1], f[2], f[3], f[4])
+		}
+	}
+	if !eval[bool](t, ctx, `!document.getElementById("ledger").open`) {
+		t.Error("the ledger of every date is open by default")
+	}
+	screenshot(t, ctx, "backfill-progress.png")
 }

@@ -27,6 +27,8 @@ func (s *Server) funcs() template.FuncMap {
 		"kindMark": kindMark,
 		"runHead":  runHeadTitle,
 		"durLevel": durLevel,
+		"bar":      barHTML,
+		"took":     phaseDuration,
 		"barWidth": func(change *float64, limit float64) float64 {
 			// bar of a change, on a scale where the larger of 2 x limit
 			// and 100 % fills the width

@@ -31,6 +31,7 @@ type Reader interface {
 	ListPipelines(ctx context.Context) ([]store.Pipeline, error)
 	ListRuns(ctx context.Context, p store.ListRunsParams) ([]store.Run, error)
 	CountRuns(ctx context.Context, p store.CountRunsParams) ([]store.RunCount, error)
+	Usage(ctx context.Context) ([]store.UsageRow, error)
 	GetWatermark(ctx context.Context, pipeline string) (store.Watermark, error)
 	ListBackfills(ctx context.Context) ([]store.Backfill, error)
 	GetBackfill(ctx context.Context, id string) (store.Backfill, error)
@@ -289,7 +290,8 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request, code int, name, ti
 	// Redacted before the template escapes it: an escaped secret no longer
 	// matches its text.
 	data = s.o.Workspace.Redacted(data)
-	if err := s.tmpl.ExecuteTemplate(&buf, name, pageData{Title: s.o.Workspace.Redact(title), Version: s.assetVersion, Data: data}); err != nil {
+	pd := pageData{Title: s.o.Workspace.Redact(title), Version: s.assetVersion, Data: data}
+	if err := s.tmpl.ExecuteTemplate(&buf, name, pd); err != nil {
 		s.o.Log.Error("template", "name", name, "err", err)
 		http.Error(w, "template error", http.StatusInternalServerError)
 		return

@@ -281,6 +281,56 @@
     p.start();
   }
 
+  // ---- a backfill's heatmap and progress bar, from its status ----
+  var barKeys = { "s-success": "succeeded", "s-failed": "failed", "s-running": "in_progress", "s-queued": "in_progress",
+    "s-none": "pending", "s-skip": "skipped", "s-elsewhere": "elsewhere" };
+  var barOrder = [["succeeded", "s-success"], ["failed", "s-failed"], ["in_progress", "s-running"], ["pending", "s-queued"],
+    ["skipped", "s-skip"], ["elsewhere", "s-elsewhere"]];
+
+  function updateBackfillDates(root, st) {
+    var map = root.querySelector("svg.heatmap");
+    if (!map) return;
+    st.dates.forEach(function (d) {
+      var rect = map.querySelector('rect.hd[data-logical="' + d.logical_date + '"]');
+      if (!rect || rect.getAttribute("class") === "hd s-" + d.state) return;
+      rect.setAttribute("class", "hd s-" + d.state);
+      var title = rect.querySelector("title");
+      if (title) title.textContent = title.textContent.replace(/: [a-z_]+( ·|$)/, ": " + d.state + "$1");
+    });
+    // The backfill's own bar, counted again from the heatmap.
+    var row = root.querySelector('.pbarrow[data-role="backfill"]');
+    if (!row) return;
+    var counts = { succeeded: 0, failed: 0, in_progress: 0, pending: 0, skipped: 0, elsewhere: 0 }, total = 0;
+    map.querySelectorAll("rect.hd").forEach(function (r) {
+      var key = barKeys[(r.getAttribute("class") || "").replace("hd ", "")];
+      if (key) { counts[key]++; total++; }
+    });
+    var bar = row.querySelector("svg.pbar");
+    var width = Number(bar.getAttribute("width")), x = 0;
+    barOrder.forEach(function (k) {
+      var seg = bar.querySelector('rect.seg[data-key="' + k[0] + '"]');
+      var w = total ? width * counts[k[0]] / total : 0;
+      if (!seg && w > 0) {
+        seg = document.createElementNS("http://www.w3.org/2000/svg", "rect");
+        seg.setAttribute("class", "seg " + k[1]);
+        seg.setAttribute("data-key", k[0]);
+        seg.setAttribute("y", "0");
+        seg.setAttribute("height", bar.getAttribute("height"));
+        bar.appendChild(seg);
+      }
+      if (seg) {
+        seg.setAttribute("x", x.toFixed(2));
+        seg.setAttribute("width", w.toFixed(2));
+      }
+      x += w;
+      var pc = row.querySelector('.pc[data-key="' + k[0] + '"]');
+      if (pc) {
+        var pct = total ? (Math.round(1000 * counts[k[0]] / total) / 10).toFixed(1) : "0.0";
+        pc.lastChild.textContent = counts[k[0]] + " " + pc.lastChild.textContent.replace(/^\d+ /, "").replace(/\([\d.]+%\)$/, "(" + pct + "%)");
+      }
+    });
+  }
+
   // ---- a backfill ----
   function initBackfill(root) {
     var id = root.dataset.id;
@@ -293,6 +343,7 @@
         var day = root.querySelector('.day[data-ds="' + d.ds + '"]');
         if (day) { day.className = "day s-" + d.state; day.title = d.ds + ": " + d.state; }
       });
+      updateBackfillDates(root, st);
       if (st.state !== root.dataset.state || st.phase !== root.dataset.phase) {
         p.stop();
         window.location.reload(); // phases, validation and report come with the page
