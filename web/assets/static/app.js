@@ -352,7 +352,20 @@
     p.start();
   }
 
+  // ---- the scheduler's banner, on every page: polled, so that it comes
+  // and goes without a reload ----
+  function initBanner(banner) {
+    var p = poller("/api/scheduler", function (sch) {
+      banner.textContent = sch.warning || "";
+      banner.hidden = !sch.warning;
+    }, function () { return 5000; });
+    setTimeout(p.start, 5000); // the page came with the banner of its time
+
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    var banner = document.getElementById("banner");
+    if (banner) initBanner(banner);
     var grid = document.getElementById("grid");
     if (grid) initGrid(grid);
     var bf = document.getElementById("backfill");
