@@ -363,7 +363,79 @@
 
   }
 
+  // ---- the pipelines page: its table follows /api/pipelines ----
+  function runAt(logical) {
+    var m = /^(\d{4}-\d\d-\d\d)T(\d\d:\d\d):(\d\d)/.exec(logical || "");
+    if (!m) return logical || "";
+    return m[2] === "00:00" && m[3] === "00" ? m[1] : m[1] + " " + m[2];
+  }
+
+  function whenZ(s) {
+    var d = new Date(s);
+    if (isNaN(d)) return s;
+    return d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+  }
+
+  function runLink(name, r) {
+    var a = el("a", null, runAt(r.logical_date));
+    a.href = "/pipelines/" + encodeURIComponent(name) + "/runs/" + r.id;
+    return a;
+  }
+
+  function pipelineRow(p) {
+    var tr = el("tr");
+    tr.dataset.pipeline = p.name;
+    var td = el("td"), a = el("a", null, p.name);
+    a.href = "/pipelines/" + encodeURIComponent(p.name);
+    td.appendChild(a);
+    if (!p.in_workspace) { td.appendChild(document.createTextNode(" ")); td.appendChild(el("span", "note", "(not in the workspace)")); }
+    tr.appendChild(td);
+    td = el("td");
+    td.appendChild(el("code", null, p.schedule));
+    td.appendChild(document.createTextNode(" " + p.timezone));
+    tr.appendChild(td);
+    td = el("td");
+    if (p.next_due) {
+      td.appendChild(document.createTextNode(runAt(p.next_due.logical_date) + " "));
+      td.appendChild(el("span", "note", "due " + whenZ(p.next_due.due_at)));
+    } else td.textContent = "–";
+    tr.appendChild(td);
+    td = el("td");
+    if (p.paused) td.appendChild(el("span", "badge paused", "paused")); else td.textContent = "no";
+    tr.appendChild(td);
+    [p.last_run, p.last_failure].forEach(function (r, i) {
+      var c = el("td");
+      if (!r) { c.textContent = "–"; tr.appendChild(c); return; }
+      if (i === 0) { c.appendChild(el("span", "badge s-" + r.state, r.state)); c.appendChild(document.createTextNode(" ")); }
+      c.appendChild(runLink(p.name, r));
+      c.appendChild(document.createTextNode(" "));
+      var k = el("span", "kind k-" + r.kind, kindMarks[r.kind] || "");
+      k.title = r.kind;
+      c.appendChild(k);
+      tr.appendChild(c);
+    });
+    tr.appendChild(el("td", null, p.watermark ? whenZ(p.watermark) : "–"));
+    td = el("td", "counts");
+    Object.keys(p.runs).sort().forEach(function (state) {
+      td.appendChild(el("span", "badge s-" + state, p.runs[state] + " " + state));
+      td.appendChild(document.createTextNode(" "));
+    });
+    tr.appendChild(td);
+    return tr;
+  }
+
+  function initPipelines(table) {
+    poller("/api/pipelines", function (ps) {
+      var tbody = el("tbody");
+      ps.forEach(function (p) { tbody.appendChild(pipelineRow(p)); });
+      table.replaceChild(tbody, table.querySelector("tbody"));
+      table.dataset.updated = String(Date.now());
+    }, function () { return 3000; }).start();
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    var pipelines = document.getElementById("pipelines");
+    if (pipelines && pipelines.dataset.live === "true") initPipelines(pipelines);
     var banner = document.getElementById("banner");
     if (banner) initBanner(banner);
     var grid = document.getElementById("grid");
