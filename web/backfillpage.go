@@ -386,7 +386,7 @@ func heatmap(dates []BackfillDateRowJSON, outside []OutsideJSON, sub bool, loc *
 		cols = max(cols, col+1)
 	}
 	step := hmCell + hmGap
-	width, height := hmLeft+float64(cols)*step, hmTop+float64(rows)*step
+	width, height := hmLeft+max(float64(cols)*step, 60), hmTop+float64(rows)*step // room for a label over one column
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="heatmap" id="heatmap" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" role="img" aria-label="the state of each date">`, width, height, width, height)
 	// Row labels.
