@@ -58,6 +58,8 @@ type (
 		// so that a page of a long history costs what the page holds.
 		Limit int
 		Last  bool
+		// IDs, when not empty, keeps the runs with those ids.
+		IDs []int64
 	}
 	// CountRunsParams selects the runs CountRuns counts (every pipeline
 	// when Pipelines is empty).

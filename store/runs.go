@@ -91,6 +91,9 @@ func (d *dialect) runFilter(p ListRunsParams, a *args) string {
 	if !p.To.IsZero() {
 		conds = append(conds, "r.logical_unix <= "+a.add(nanos(p.To)))
 	}
+	if len(p.IDs) > 0 {
+		conds = append(conds, d.in(a, "r.id", p.IDs))
+	}
 	if len(conds) == 0 {
 		return ""
 	}

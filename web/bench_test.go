@@ -218,3 +218,11 @@ func BenchmarkGridPage87600HourlyOlderJSON(b *testing.B) {
 
 // The same runs as `rewind runs --pipeline year --json` (every attempt).
 func BenchmarkRuns365x20JSON(b *testing.B) { benchGET(b, "/api/runs?pipeline=year", false) }
+
+// A cell of the last run of that history (what a click on the grid
+// asks), read by the run's id.
+func BenchmarkCell87600HourlyJSON(b *testing.B) {
+	s, done := benchHourly(b)
+	defer done()
+	benchServe(b, s, "/api/cell?pipeline=hourly&run=87600&task=b", false)
+}

@@ -225,23 +225,13 @@ func (s *Server) run(ctx context.Context, pipeline, idText string) (store.Run, e
 	if err != nil || id <= 0 {
 		return store.Run{}, errorf(http.StatusBadRequest, "run id %q: want a number", idText)
 	}
-	runs, err := s.o.State.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{pipeline}})
+	// By id: one run read, however long the pipeline's history.
+	one, err := s.o.State.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{pipeline}, IDs: []int64{id}, WithTasks: true, WithAttempts: true})
 	if err != nil {
 		return store.Run{}, err
 	}
-	i := slices.IndexFunc(runs, func(r store.Run) bool { return r.ID == id })
-	if i < 0 {
-		return store.Run{}, errorf(http.StatusNotFound, "pipeline %s has no run %d", pipeline, id)
-	}
-	at := runs[i].LogicalDate
-	one, err := s.o.State.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{pipeline}, From: at, To: at, WithTasks: true, WithAttempts: true})
-	if err != nil {
-		return store.Run{}, err
-	}
-	for _, r := range one {
-		if r.ID == id {
-			return r, nil
-		}
+	if len(one) == 1 && one[0].ID == id {
+		return one[0], nil
 	}
 	return store.Run{}, errorf(http.StatusNotFound, "pipeline %s has no run %d", pipeline, id)
 }

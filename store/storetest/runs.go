@@ -212,6 +212,8 @@ func testListRunsOrderAndFilters(t *testing.T, st store.Store) {
 		{"to inclusive", store.ListRunsParams{To: date(2025, 7, 2)}, 2},
 		{"window", store.ListRunsParams{Pipelines: []string{"alpha"}, From: date(2025, 7, 2), To: date(2025, 7, 3)}, 2},
 		{"empty window", store.ListRunsParams{From: date(2025, 7, 2).Add(time.Hour), To: date(2025, 7, 2).Add(2 * time.Hour)}, 0},
+		{"ids", store.ListRunsParams{IDs: []int64{runs[0].ID, runs[5].ID}, WithTasks: true}, 2},
+		{"ids of another pipeline", store.ListRunsParams{Pipelines: []string{"alpha"}, IDs: []int64{runs[5].ID}}, 0},
 	}
 	for _, c := range cases {
 		if got := listRuns(t, st, c.p); len(got) != c.want {
