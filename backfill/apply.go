@@ -317,6 +317,8 @@ func (a *applier) run(ctx context.Context) error {
 		detail := undeliveredDetail(a.b.ID, a.res.Undelivered)
 		p.Phase, p.Detail = PhaseReport, &detail
 	}
+	a.endPhase(a.b.Phase)
+	p.Plan = a.endPhase(p.Phase)
 	return a.update(context.WithoutCancel(ctx), p)
 }
 
@@ -359,6 +361,10 @@ func (a *applier) redeliver(ctx context.Context) error {
 	if a.res.Undelivered != nil {
 		detail = undeliveredDetail(a.b.ID, a.res.Undelivered)
 		p.Phase = ""
+	}
+	p.Plan = a.endPhase(PhaseReport)
+	if p.Phase == PhaseDone {
+		p.Plan = a.endPhase(PhaseDone)
 	}
 	return a.update(context.WithoutCancel(ctx), p)
 }
@@ -423,11 +429,49 @@ func (a *applier) watchCancel(ctx context.Context, stop context.CancelCauseFunc)
 	}
 }
 
+// setPhase moves the backfill to phase ph, with the times of the phases in
+// its plan: the one it leaves ended, ph started, in the same update.
 func (a *applier) setPhase(ph string) error {
-	if ph == a.b.Phase {
+	if t, ok := a.plan.PhaseTimeOf(ph); ph == a.b.Phase && ok && t.Ended == "" {
 		return nil
 	}
-	return a.update(context.Background(), store.UpdateBackfillParams{Phase: ph})
+	now := time.Now()
+	p := store.UpdateBackfillParams{}
+	if ph != a.b.Phase {
+		a.plan.EndPhase(a.b.Phase, now)
+		p.Phase = ph
+	}
+	a.plan.StartPhase(ph, now)
+	var err error
+	if p.Plan, err = a.planText(); err != nil {
+		return err
+	}
+	return a.update(context.Background(), p)
+}
+
+// endPhase records in the plan that the phase apply is at ended now, and
+// returns the plan's text for the update that says so.
+func (a *applier) endPhase(ph string) *string {
+	now := time.Now()
+	a.plan.EndPhase(ph, now)
+	if ph == PhaseDone {
+		a.plan.StartPhase(ph, now)
+		a.plan.EndPhase(ph, now)
+	}
+	text, err := a.planText()
+	if err != nil {
+		return nil // the times are a record; the transition goes on without them
+	}
+	return text
+}
+
+func (a *applier) planText() (*string, error) {
+	raw, err := json.Marshal(a.plan)
+	if err != nil {
+		return nil, err
+	}
+	text := string(raw)
+	return &text, nil
 }
 
 func (a *applier) fail(ph string, err error) error {
@@ -448,7 +492,7 @@ func (a *applier) fail(ph string, err error) error {
 			err = errors.Join(err, uerr)
 		}
 	}
-	if uerr := a.update(ctx, store.UpdateBackfillParams{State: store.BackfillFailed, Detail: &detail}); errors.Is(uerr, store.ErrConflict) && a.wasCancelled() {
+	if uerr := a.update(ctx, store.UpdateBackfillParams{State: store.BackfillFailed, Detail: &detail, Plan: a.endPhase(ph)}); errors.Is(uerr, store.ErrConflict) && a.wasCancelled() {
 		return errors.Join(err, a.cancelled())
 	} else if uerr != nil {
 		err = errors.Join(err, uerr)

@@ -128,6 +128,51 @@ type Plan struct {
 	// Rebuilt: the consumers whose window dates the backfill cleared for
 	// their rebuild (recorded by rebuild_downstream, before unpausing them).
 	Rebuilt []string `json:"rebuilt,omitempty"`
+	// PhaseTimes: when apply started and ended each phase, recorded with
+	// the phase in the state as it goes (status and the web view show
+	// them); none in a plan not applied yet.
+	PhaseTimes []PhaseTime `json:"phase_times,omitempty"`
+}
+
+// PhaseTime is when a backfill's phase ran: its first start and its last
+// end (RFC 3339, UTC); Ended is "" while it runs, or when the apply that
+// ran it died in it (a resumed apply ends it).
+type PhaseTime struct {
+	Phase   string `json:"phase"`
+	Started string `json:"started"`
+	Ended   string `json:"ended,omitempty"`
+}
+
+// PhaseTimeOf is the record of phase ph's times, if it started.
+func (p Plan) PhaseTimeOf(ph string) (PhaseTime, bool) {
+	for _, t := range p.PhaseTimes {
+		if t.Phase == ph {
+			return t, true
+		}
+	}
+	return PhaseTime{}, false
+}
+
+// StartPhase records that phase ph started at t: a phase started before
+// (a resumed apply) keeps its first start and is running again.
+func (p *Plan) StartPhase(ph string, t time.Time) {
+	for i := range p.PhaseTimes {
+		if p.PhaseTimes[i].Phase == ph {
+			p.PhaseTimes[i].Ended = ""
+			return
+		}
+	}
+	p.PhaseTimes = append(p.PhaseTimes, PhaseTime{Phase: ph, Started: t.UTC().Format(time.RFC3339)})
+}
+
+// EndPhase records that phase ph ended at t (nothing for a phase that did
+// not start).
+func (p *Plan) EndPhase(ph string, t time.Time) {
+	for i := range p.PhaseTimes {
+		if p.PhaseTimes[i].Phase == ph {
+			p.PhaseTimes[i].Ended = t.UTC().Format(time.RFC3339)
+		}
+	}
 }
 
 // SubDaily reports whether the plan names its dates by their logical

@@ -52,6 +52,19 @@ type (
 		From, To     time.Time // inclusive bounds on the logical date
 		WithTasks    bool      // fill Run.Tasks (ordered by task name)
 		WithAttempts bool      // also fill TaskInstance.Attempts (by try number)
+		// Limit, when > 0, keeps at most Limit runs: the first ones of the
+		// listing's order, or with Last the last ones (still listed in
+		// that order). Tasks and attempts are read for those runs only,
+		// so that a page of a long history costs what the page holds.
+		Limit int
+		Last  bool
+		// IDs, when not empty, keeps the runs with those ids.
+		IDs []int64
+	}
+	// CountRunsParams selects the runs CountRuns counts (every pipeline
+	// when Pipelines is empty).
+	CountRunsParams struct {
+		Pipelines []string
 	}
 	// AcquireLeaseParams takes the lease for Holder (see Store.AcquireLease).
 	AcquireLeaseParams struct {

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -89,6 +91,9 @@ func (d *dialect) runFilter(p ListRunsParams, a *args) string {
 	if !p.To.IsZero() {
 		conds = append(conds, "r.logical_unix <= "+a.add(nanos(p.To)))
 	}
+	if len(p.IDs) > 0 {
+		conds = append(conds, d.in(a, "r.id", p.IDs))
+	}
 	if len(conds) == 0 {
 		return ""
 	}
@@ -105,6 +110,20 @@ func (d *dialect) runOrder(p ListRunsParams) string {
 	hint := ""
 	if len(p.States) > 0 {
 		hint = d.hint
+	}
+	if p.Limit > 0 {
+		// A page: walked through the (pipeline, logical date) index from
+		// the end it starts at; one pipeline sorts by date alone, so that
+		// no collation stands between the index and the order.
+		dir := ""
+		if p.Last {
+			dir = " DESC"
+		}
+		order := " ORDER BY "
+		if len(p.Pipelines) != 1 {
+			order += hint + "r.pipeline" + d.collate + dir + ", "
+		}
+		return order + hint + "r.logical_unix" + dir + " LIMIT " + strconv.Itoa(p.Limit)
 	}
 	return " ORDER BY " + hint + "r.pipeline" + d.collate + ", " + hint + "r.logical_unix"
 }
@@ -208,21 +227,71 @@ func (s *sqlStore) ListRuns(ctx context.Context, p ListRunsParams) ([]Run, error
 		if runs, err = scanAll(rows, err, scanRun); err != nil {
 			return fmt.Errorf("store: list runs: %w", err)
 		}
+		if p.Limit > 0 && p.Last {
+			slices.Reverse(runs)
+		}
 		if !p.WithTasks && !p.WithAttempts || len(runs) == 0 {
 			return nil
 		}
-		if err := fillTasks(ctx, c, runs, where, a); err != nil {
-			return err
+		if p.Limit > 0 {
+			// The tasks and attempts of the page's runs only: the filter
+			// narrowed to the dates they span (fill* keep those of the
+			// runs listed).
+			narrow := p
+			narrow.From, narrow.To = runs[0].LogicalDate, runs[0].LogicalDate
+			for _, r := range runs {
+				if r.LogicalDate.Before(narrow.From) {
+					narrow.From = r.LogicalDate
+				}
+				if r.LogicalDate.After(narrow.To) {
+					narrow.To = r.LogicalDate
+				}
+			}
+			var na args
+			w := s.d.runFilter(narrow, &na)
+			return fill(ctx, c, runs, p.WithAttempts, w, na)
 		}
-		if p.WithAttempts {
-			return fillAttempts(ctx, c, runs, where, a)
-		}
-		return nil
+		return fill(ctx, c, runs, p.WithAttempts, where, a)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return runs, nil
+}
+
+// CountRuns counts runs by pipeline and state, in one GROUP BY through the
+// (pipeline, state) index.
+func (s *sqlStore) CountRuns(ctx context.Context, p CountRunsParams) ([]RunCount, error) {
+	var a args
+	where := ""
+	if len(p.Pipelines) > 0 {
+		where = " WHERE " + s.d.in(&a, "r.pipeline", p.Pipelines)
+	}
+	col := s.d.collate
+	rows, err := s.rq().query(ctx, "SELECT r.pipeline, r.state, COUNT(*) FROM runs r"+where+
+		" GROUP BY r.pipeline, r.state ORDER BY r.pipeline"+col+", r.state"+col, a...)
+	out, err := scanAll(rows, err, func(rows *sql.Rows) (RunCount, error) {
+		var c RunCount
+		var state string
+		err := rows.Scan(&c.Pipeline, &state, &c.Count)
+		c.State = RunState(state)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: count runs: %w", err)
+	}
+	return out, nil
+}
+
+// fill reads the tasks, and with attempts their attempts, of runs.
+func fill(ctx context.Context, c conn, runs []Run, attempts bool, where string, a args) error {
+	if err := fillTasks(ctx, c, runs, where, a); err != nil {
+		return err
+	}
+	if attempts {
+		return fillAttempts(ctx, c, runs, where, a)
+	}
+	return nil
 }
 
 func fillTasks(ctx context.Context, c conn, runs []Run, where string, a args) error {

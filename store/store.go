@@ -441,6 +441,9 @@ type Store interface {
 	MaterializeRuns(ctx context.Context, p MaterializeRunsParams) (int, error)
 	// ListRuns reads runs, and optionally their task instances and attempts.
 	ListRuns(ctx context.Context, p ListRunsParams) ([]Run, error)
+	// CountRuns counts runs by pipeline and state (ordered by those), in
+	// the database: what a page of a long history shows as its totals.
+	CountRuns(ctx context.Context, p CountRunsParams) ([]RunCount, error)
 	// AdmitRun moves a run queued -> running (scheduler: max_active_runs).
 	AdmitRun(ctx context.Context, p AdmitRunParams) error
 	// FinishRun moves a run queued|running -> State (success or failed, by

@@ -47,11 +47,22 @@ type BackfillJSON struct {
 	// Outputs say, per output, what the branch and the tag hold now
 	// (rollback and expiry).
 	Outputs []OutputRefsJSON `json:"outputs"`
+	// Bars are the progress of the backfill's pipeline, then of each
+	// consumer it rebuilt, by where their dates stand.
+	Bars []ProgressBarJSON `json:"bars"`
+	// Outside are the days of the window on which the schedule has no
+	// interval, in ranges, and why.
+	Outside []OutsideJSON `json:"outside"`
+	// Behind says, per pool, that the backfill's work waits there behind
+	// scheduled and manual work (none when it does not wait).
+	Behind []BehindJSON `json:"behind"`
 }
 
-// PhaseJSON is one phase of a backfill. Times are what the state
-// records: the backfill's creation, its runs' starts and ends, its last
-// change; "" where the state keeps none.
+// PhaseJSON is one phase of a backfill. Times (RFC 3339, UTC) are those
+// apply recorded as the phase started and ended (backfill.PhaseTime); for
+// a backfill applied before they were recorded, what the state shows of
+// them: the backfill's creation, its runs' starts and ends, its last
+// change; "" where it shows none.
 type PhaseJSON struct {
 	Name    string `json:"name"`
 	State   string `json:"state"` // done | running | failed | cancelled | pending
@@ -76,6 +87,18 @@ type BackfillDateRowJSON struct {
 	// the backfill's (the nightly run took it back), "none" without a run.
 	State string `json:"state"`
 	RunID int64  `json:"run_id,omitempty"`
+	// Name is how the date is named: its ds, or its logical date for a
+	// sub-daily plan (backfill.Plan.DateName).
+	Name string `json:"name"`
+	// PlanState is the state of the date's run when the plan was made.
+	PlanState string `json:"plan_state"`
+	// Why says why the date did not run, or not as the backfill's
+	// (already succeeded, held by another backfill, in flight, taken back,
+	// not reached); "" for a date that ran.
+	Why string `json:"why,omitempty"`
+	// Batch is the logical date of the batch run that covers the date
+	// ("" without batches).
+	Batch string `json:"batch,omitempty"`
 }
 
 // ValidationJSON is the validation table: old (main before the cutover,
@@ -157,9 +180,11 @@ func (s *Server) backfill(ctx context.Context, id string) (*BackfillJSON, error)
 	var window []backfill.PlanDate
 	if out.Plan != nil {
 		for _, d := range out.Plan.Dates {
-			row := BackfillDateRowJSON{DS: d.DS, LogicalDate: d.LogicalDate, Action: d.Action, Pool: d.Pool, Reason: d.Reason, Detector: d.Detector, State: "none"}
+			row := BackfillDateRowJSON{DS: d.DS, LogicalDate: d.LogicalDate, Action: d.Action, Pool: d.Pool, Reason: d.Reason, Detector: d.Detector, State: "none",
+				Name: out.Plan.DateName(d), PlanState: d.State, Batch: d.Batch}
 			if d.Action == "skip" {
 				row.State = "skip"
+				row.Why = skipWhy(d, b, byTime)
 			} else {
 				window = append(window, d)
 				if at, err := time.Parse(time.RFC3339, d.LogicalDate); err == nil {
@@ -172,6 +197,7 @@ func (s *Server) backfill(ctx context.Context, id string) (*BackfillJSON, error)
 					}
 				}
 				out.Progress[row.State]++
+				row.Why = runWhy(row, b, byTime)
 			}
 			out.Dates = append(out.Dates, row)
 		}
@@ -180,6 +206,9 @@ func (s *Server) backfill(ctx context.Context, id string) (*BackfillJSON, error)
 	out.Report = s.report(b.ID)
 	if def := s.o.Workspace.Pipeline(b.Pipeline); def != nil && len(def.Outputs) > 0 {
 		out.Validation, out.Outputs = s.validation(ctx, def, b, window)
+	}
+	if err := s.backfillProgress(ctx, out, b); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -250,6 +279,16 @@ func phaseRows(b store.Backfill, plan *backfill.Plan, runStart, runEnd time.Time
 		}
 		if row.State == "done" && plan != nil {
 			row.Skipped = plan.Skipped(name)
+		}
+		if plan != nil {
+			// The times apply recorded (a backfill applied before they
+			// were recorded keeps those derived above).
+			if t, ok := plan.PhaseTimeOf(name); ok && row.State != "pending" {
+				row.Started, row.Ended = t.Started, t.Ended
+				if row.Ended == "" && row.State != string(store.BackfillRunning) {
+					row.Ended = stamp(b.UpdatedAt) // stopped there by a cancel, or its apply died
+				}
+			}
 		}
 		rows[i] = row
 	}
@@ -366,13 +405,13 @@ func (s *Server) backfillPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.page(w, r, http.StatusOK, "backfill.html", "Backfill "+b.Backfill.ID,
-		backfillPageData{BackfillJSON: b, Audit: s.auditOf(r.Context(), "", b.Backfill.ID), Job: s.jobOf(b.Backfill.ID)})
+		backfillPageData{BackfillView: newBackfillView(b, s.o.Workspace.Pipeline(b.Backfill.Pipeline)), Audit: s.auditOf(r.Context(), "", b.Backfill.ID), Job: s.jobOf(b.Backfill.ID)})
 }
 
-// backfillPageData is the backfill page: the backfill, its audit trail
-// and the job of this view that runs it (nil: none).
+// backfillPageData is the backfill page: the backfill as the page shows
+// it, its audit trail and the job of this view that runs it (nil: none).
 type backfillPageData struct {
-	*BackfillJSON
+	BackfillView
 	Audit []ops.AuditJSON
 	Job   *JobJSON
 }

@@ -108,10 +108,54 @@ func benchState(b *testing.B) (*web.Server, func()) {
 	return s, func() { s.Close(); st.Close() }
 }
 
+// benchHourly is a SQLite state with ten years of an hourly pipeline of
+// two tasks (87,600 runs, 175,200 task instances), materialized through
+// the store and never run: the history a page of the grid must not read.
+func benchHourly(b *testing.B) (*web.Server, func()) {
+	b.Helper()
+	ctx := context.Background()
+	dir := b.TempDir()
+	hcl := "pipeline \"hourly\" {\n  schedule = \"@hourly\"\n  start_date = \"2015-01-01\"\n  task \"a\" { command = \"true\" }\n  task \"b\" { command = \"true\" }\n}\n"
+	if err := os.WriteFile(filepath.Join(dir, "main.hcl"), []byte(hcl), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	ws, diags := dsl.Load(dir, dsl.LoadOptions{})
+	if diags.HasErrors() {
+		b.Fatal(diags.Error())
+	}
+	st, err := store.Open(ctx, "sqlite:"+filepath.Join(dir, ".rewind", "state.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Date(2015, 1, 1, 0, 0, 0, 0, time.UTC)
+	specs := make([]store.RunSpec, 0, 87600)
+	for h := range 87600 {
+		at := start.Add(time.Duration(h) * time.Hour)
+		specs = append(specs, store.RunSpec{LogicalDate: at, DS: at.Format(time.DateOnly), DataIntervalStart: at, DataIntervalEnd: at.Add(time.Hour)})
+	}
+	now := start.Add(87600 * time.Hour)
+	if _, err := st.UpsertPipeline(ctx, store.UpsertPipelineParams{Name: "hourly", Hash: "h", Now: now}); err != nil {
+		b.Fatal(err)
+	}
+	tasks := []store.TaskSpec{{Name: "a", Pool: "default"}, {Name: "b", Pool: "default"}}
+	if _, err := st.MaterializeRuns(ctx, store.MaterializeRunsParams{Pipeline: "hourly", Kind: store.KindScheduled, Runs: specs, Tasks: tasks, Now: now}); err != nil {
+		b.Fatal(err)
+	}
+	s, err := web.New(web.Options{State: st, Workspace: ws, Home: filepath.Join(dir, ".rewind")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, func() { s.Close(); st.Close() }
+}
+
 // benchGET serves path b.N times, as a browser asks for it (gzip).
 func benchGET(b *testing.B, path string, gzip bool) {
 	s, done := benchState(b)
 	defer done()
+	benchServe(b, s, path, gzip)
+}
+
+func benchServe(b *testing.B, s *web.Server, path string, gzip bool) {
 	var size int
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -142,12 +186,43 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// The grid of 365 runs x 20 tasks from SQLite: the JSON a live page polls,
-// and the HTML page.
-func BenchmarkGrid365x20JSON(b *testing.B)     { benchGET(b, "/api/grid?pipeline=year", false) }
-func BenchmarkGrid365x20JSONGzip(b *testing.B) { benchGET(b, "/api/grid?pipeline=year", true) }
-func BenchmarkGrid365x20HTML(b *testing.B)     { benchGET(b, "/pipelines/year", false) }
-func BenchmarkGrid365x20HTMLGzip(b *testing.B) { benchGET(b, "/pipelines/year", true) }
+// The grid of 365 runs x 20 tasks from SQLite, the whole year on one
+// page: the JSON a live page polls, and the HTML page.
+func BenchmarkGrid365x20JSON(b *testing.B) { benchGET(b, "/api/grid?pipeline=year&limit=365", false) }
+func BenchmarkGrid365x20JSONGzip(b *testing.B) {
+	benchGET(b, "/api/grid?pipeline=year&limit=365", true)
+}
+func BenchmarkGrid365x20HTML(b *testing.B)     { benchGET(b, "/pipelines/year?limit=365", false) }
+func BenchmarkGrid365x20HTMLGzip(b *testing.B) { benchGET(b, "/pipelines/year?limit=365", true) }
+
+// The default page of the grid (its latest 100 runs) of ten years of an
+// hourly pipeline: what it costs does not grow with the history.
+func BenchmarkGridPage87600HourlyJSON(b *testing.B) {
+	s, done := benchHourly(b)
+	defer done()
+	benchServe(b, s, "/api/grid?pipeline=hourly", false)
+}
+
+func BenchmarkGridPage87600HourlyHTML(b *testing.B) {
+	s, done := benchHourly(b)
+	defer done()
+	benchServe(b, s, "/pipelines/hourly", false)
+}
+
+// An older page of the same history: 100 runs before a date in the middle.
+func BenchmarkGridPage87600HourlyOlderJSON(b *testing.B) {
+	s, done := benchHourly(b)
+	defer done()
+	benchServe(b, s, "/api/grid?pipeline=hourly&before=2020-01-01T00:00:00Z", false)
+}
 
 // The same runs as `rewind runs --pipeline year --json` (every attempt).
 func BenchmarkRuns365x20JSON(b *testing.B) { benchGET(b, "/api/runs?pipeline=year", false) }
+
+// A cell of the last run of that history (what a click on the grid
+// asks), read by the run's id.
+func BenchmarkCell87600HourlyJSON(b *testing.B) {
+	s, done := benchHourly(b)
+	defer done()
+	benchServe(b, s, "/api/cell?pipeline=hourly&run=87600&task=b", false)
+}

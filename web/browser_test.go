@@ -2,16 +2,22 @@ package web_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/rewind-dev/rewind/backfill"
+	"github.com/rewind-dev/rewind/lease"
 	"github.com/rewind-dev/rewind/scheduler"
+	"github.com/rewind-dev/rewind/store"
 )
 
 // The browser tests drive Debian's chromium headless through the DevTools
@@ -67,6 +73,18 @@ func eval[T any](t *testing.T, ctx context.Context, js string) T {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
+	if err != nil {
+		t.Fatalf("%s: %v", js, err)
+	}
+	return v
+}
+
+// evalAsync is eval of a script whose value is a promise: its result.
+func evalAsync[T any](t *testing.T, ctx context.Context, js string) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js, chromedp.EvalAwaitPromise))
 	if err != nil {
 		t.Fatalf("%s: %v", js, err)
 	}
@@ -238,4 +256,222 @@ func TestBrowserBackfill(t *testing.T) {
 		t.Errorf("the chart has %d bars over max_change; want 2", n)
 	}
 	screenshot(t, ctx, "backfill.png")
+}
+
+// The backfill page of a backfill with succeeded, failed and skipped
+// dates: its progress bar counts each and gives its share, its heatmap
+// has a square per date, and its phases their times.
+func TestBrowserBackfillProgress(t *testing.T) {
+	ctx := browser(t)
+	e, id, _, _ := mixedBackfill(t)
+	base := e.startUI()
+	within(t, ctx, 60*time.Second, chromedp.Navigate(base+"backfills/"+id), chromedp.WaitVisible(chromedp.CSS("#bars svg.pbar")))
+	legend := eval[string](t, ctx, `document.querySelector('.pbarrow[data-role="backfill"] .pcounts').textContent`)
+	if legend != "10 targeted · 5 succeeded (50.0%) · 2 failed (20.0%) · 0 in progress (0.0%) · 3 skipped (30.0%)" {
+		t.Errorf("the bar's legend: %q", legend)
+	}
+	widths := eval[string](t, ctx, `[...document.querySelectorAll('.pbarrow[data-role="backfill"] rect.seg')].map(r => r.dataset.key + "=" + Math.round(r.getBBox().width)).join(" ")`)
+	if widths != "succeeded=300 failed=120 skipped=180" {
+		t.Errorf("the bar's segments: %q; want 50%%, 20%% and 30%% of 600 px", widths)
+	}
+	squares := eval[string](t, ctx, `[...document.querySelectorAll("svg.heatmap rect.hd")].map(r => r.getAttribute("class").replace("hd ", "")).join(" ")`)
+	if strings.Count(squares, "s-success") != 5 || strings.Count(squares, "s-failed") != 2 || strings.Count(squares, "s-skip") != 3 || strings.Count(squares, "outside") != 2 {
+		t.Errorf("heatmap squares: %s", squares)
+	}
+	phases := eval[string](t, ctx, `[...document.querySelectorAll("#phases tbody tr")].map(tr => [...tr.cells].map(c => c.textContent).join("|")).join("\n")`)
+	stamp := regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ$`)
+	for _, row := range strings.Split(phases, "\n") {
+		f := strings.Split(row, "|")
+		if len(f) != 5 {
+			t.Fatalf("phase row %q", row)
+		}
+		reached := f[1] == "done" || f[1] == "failed"
+		if reached != (stamp.MatchString(f[2]) && stamp.MatchString(f[3]) && f[4] != "") {
+			t.Errorf("phase %s (%s): started %q, ended %q, took %q", f[0], f[1], f[2], f[3], f[4])
+		}
+	}
+	if !eval[bool](t, ctx, `!document.getElementById("ledger").open`) {
+		t.Error("the ledger of every date is open by default")
+	}
+	screenshot(t, ctx, "backfill-progress.png")
+}
+
+// An hourly pipeline's grid names its columns by their time of day in
+// the pipeline's timezone (HH:MM), with the day where it changes; so do
+// its tooltips and the panel of a cell.
+func TestBrowserGridHourly(t *testing.T) {
+	ctx := browser(t)
+	e := newEnv(t, hourlyHCL)
+	sum := e.run(scheduler.Options{Catchup: true, Now: utc("2025-03-02T23:00:00Z")}) // 2025-03-01 00:00 .. 03-02 23:00 CET
+	if len(sum.Finished) != 48 {
+		t.Fatalf("%d runs; want 48", len(sum.Finished))
+	}
+	base := e.startUI()
+	within(t, ctx, 60*time.Second, chromedp.Navigate(base+"pipelines/hourly"), chromedp.WaitVisible(chromedp.CSS("table.grid")))
+	heads := eval[[]string](t, ctx, `[...document.querySelectorAll("tr.dates th.run a")].map(a => a.textContent)`)
+	if len(heads) != 48 {
+		t.Fatalf("%d columns", len(heads))
+	}
+	hhmm := regexp.MustCompile(`^(2025-03-0[12] )?\d\d:\d\d$`)
+	for i, h := range heads {
+		if !hhmm.MatchString(h) {
+			t.Errorf("column %d is %q; want HH:MM", i, h)
+		}
+	}
+	if heads[0] != "2025-03-01 00:00" || heads[1] != "01:00" || heads[24] != "2025-03-02 00:00" || heads[47] != "23:00" {
+		t.Errorf("columns %q .. %q, %q; want the day where it changes", heads[0], heads[1], heads[24])
+	}
+	title := eval[string](t, ctx, `document.querySelectorAll("tr.dates th.run")[13].title`)
+	if !strings.HasPrefix(title, "2025-03-01 13:00 CET: success (scheduled)") {
+		t.Errorf("tooltip %q", title)
+	}
+	within(t, ctx, 30*time.Second,
+		chromedp.Click(chromedp.CSS(`tr[data-task="extract"] td.c:nth-child(15)`)),
+		chromedp.Poll[chromedp.Void](`document.getElementById("detail-title").textContent !== ""`, chromedp.WithPollingTimeout(20*time.Second)))
+	if got := eval[string](t, ctx, `document.getElementById("detail-title").textContent`); got != "extract · 2025-03-01 13:00 CET · success" {
+		t.Errorf("panel %q", got)
+	}
+}
+
+// A year of a daily pipeline of 20 tasks (365 runs, 7,300 task
+// instances, run for real): the grid of the whole year renders and
+// scrolls, the first run never under the task names. The time from
+// navigation to the grid's first frame is logged (README: Web view),
+// not asserted.
+func TestBrowserGrid365x20(t *testing.T) {
+	ctx := browser(t)
+	var hcl strings.Builder
+	hcl.WriteString("pool \"default\" { slots = 32 }\npipeline \"year\" {\n  schedule         = \"@daily\"\n  start_date       = \"2025-01-01\"\n  max_active_runs  = 32\n  max_active_tasks = 64\n")
+	for i := range 20 {
+		fmt.Fprintf(&hcl, "  task \"task_%02d\" { command = \"case $REWIND_DS in 2025-06-15) exit 1;; esac\" }\n", i)
+	}
+	hcl.WriteString("}\n")
+	e := newEnv(t, hcl.String())
+	began := time.Now()
+	sum := e.run(scheduler.Options{Catchup: true, Now: utc("2026-01-01T00:00:00Z")})
+	if len(sum.Finished) != 365 {
+		t.Fatalf("%d runs; want 365", len(sum.Finished))
+	}
+	t.Logf("365 runs of 20 tasks ran in %v", time.Since(began).Round(time.Millisecond))
+	base := e.startUI()
+	for _, c := range []struct {
+		path string
+		runs int
+	}{{"pipelines/year", 100}, {"pipelines/year?limit=365", 365}} {
+		start := time.Now()
+		within(t, ctx, 120*time.Second, chromedp.Navigate(base+c.path),
+			chromedp.Poll[chromedp.Void](`performance.getEntriesByName("rewind:grid-ready").length > 0`, chromedp.WithPollingTimeout(60*time.Second)))
+		wall := time.Since(start)
+		timing := eval[[]float64](t, ctx, `(() => { const n = performance.getEntriesByType("navigation")[0];
+		  return [n.responseStart, n.responseEnd, n.domContentLoadedEventEnd, performance.getEntriesByName("rewind:grid-ready")[0].startTime]; })()`)
+		if n := eval[int](t, ctx, `document.querySelectorAll("tr.dates th.run").length`); n != c.runs {
+			t.Fatalf("%s: %d columns; want %d", c.path, n, c.runs)
+		}
+		if n := eval[int](t, ctx, `document.querySelectorAll("table.grid tbody td.c").length`); n != 20*c.runs {
+			t.Errorf("%s: %d cells; want %d", c.path, n, 20*c.runs)
+		}
+		// Scrolled to the oldest run: it is beside the task names, not
+		// under them; scrolled back to the newest: the last run shows.
+		scroll := evalAsync[[]float64](t, ctx, `(async () => {
+		  const root = document.getElementById("grid"), frame = () => new Promise(r => requestAnimationFrame(r));
+		  const t0 = performance.now();
+		  root.scrollLeft = 0; await frame(); await frame();
+		  const t1 = performance.now();
+		  const td = document.querySelector("table.grid tbody tr td.c"), th = document.querySelector("table.grid tbody th.task");
+		  const b = td.getBoundingClientRect(), hit = document.elementFromPoint(b.left + b.width / 2, b.top + b.height / 2) === td ? 1 : 0;
+		  const gap = b.left - th.getBoundingClientRect().right;
+		  const h = document.querySelector("tr.dates th.run").getBoundingClientRect();
+		  const head = document.querySelector("tr.dates th.run").contains(document.elementFromPoint(h.left + h.width / 2, h.bottom - 20)) ? 1 : 0;
+		  root.scrollLeft = root.scrollWidth; await frame(); await frame();
+		  const last = [...document.querySelectorAll("table.grid tbody tr:first-child td.c")].pop().getBoundingClientRect();
+		  const shown = last.right <= root.getBoundingClientRect().right + 1 ? 1 : 0;
+		  return [t1 - t0, hit, gap, head, shown];
+		})()`)
+		if scroll[1] != 1 || scroll[2] < 0 || scroll[3] != 1 || scroll[4] != 1 {
+			t.Errorf("%s: first cell on top %v, gap to the task names %v px, first header on top %v, last cell shown %v", c.path, scroll[1], scroll[2], scroll[3], scroll[4])
+		}
+		t.Logf("%s: %d runs x 20 tasks: grid drawn %.0f ms after navigation (response %.0f..%.0f ms, DOMContentLoaded %.0f ms; %v as the test saw it); a scroll across it drawn in %.0f ms",
+			c.path, c.runs, timing[3], timing[0], timing[1], timing[2], wall.Round(time.Millisecond), scroll[0])
+		if c.runs == 365 {
+			screenshot(t, ctx, "grid-365x20.png")
+		}
+	}
+}
+
+// The banner says when no scheduler holds the leader lease, and goes
+// away, without a reload, once one does.
+func TestBrowserBanner(t *testing.T) {
+	ctx := browser(t)
+	e := dailyEnv(t)
+	base := e.startUI()
+	within(t, ctx, 60*time.Second, chromedp.Navigate(base), chromedp.WaitVisible(chromedp.CSS("#banner")))
+	if got := eval[string](t, ctx, `document.getElementById("banner").textContent`); !strings.HasPrefix(got, "No rewind scheduler holds the leader lease") {
+		t.Errorf("banner %q", got)
+	}
+	eval[bool](t, ctx, `window.__sameDocument = true`)
+	l := store.AcquireLeaseParams{Name: lease.Leader, Holder: "node-a:42", Host: "node-a", PID: 42, TTL: time.Hour, Now: time.Now()}
+	if _, ok, err := e.st.AcquireLease(context.Background(), l); err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	within(t, ctx, 30*time.Second, chromedp.Poll[chromedp.Void](`document.getElementById("banner").hidden`, chromedp.WithPollingTimeout(20*time.Second)))
+	if err := e.st.ReleaseLease(context.Background(), store.ReleaseLeaseParams{Name: lease.Leader, Holder: "node-a:42"}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, ctx, 30*time.Second, chromedp.Poll[chromedp.Void](`!document.getElementById("banner").hidden`, chromedp.WithPollingTimeout(20*time.Second)))
+	if !eval[bool](t, ctx, `window.__sameDocument === true`) {
+		t.Error("the page reloaded")
+	}
+	// Another page, loaded while a scheduler leads, has no banner.
+	if _, ok, err := e.st.AcquireLease(context.Background(), l); err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	within(t, ctx, 60*time.Second, chromedp.Navigate(base+"pipelines/daily"), chromedp.WaitVisible(chromedp.CSS("table.grid")))
+	if !eval[bool](t, ctx, `document.getElementById("banner").hidden`) {
+		t.Error("the banner shows while a scheduler leads")
+	}
+}
+
+// A backfill of a year with succeeded, failed and skipped dates fits on
+// one screen: its bar, the heatmap of its 365 dates, its phases.
+func TestBrowserBackfillYear(t *testing.T) {
+	ctx := browser(t)
+	e := newEnv(t, `
+pipeline "orders" {
+  schedule        = "@daily"
+  start_date      = "2025-01-01"
+  max_active_runs = 16
+  task "extract" { command = "case $REWIND_DS in *-13) echo no source >&2; exit 1;; esac" }
+  task "load" {
+    depends_on = [task.extract]
+    command    = "true"
+  }
+}
+`)
+	e.run(scheduler.Options{Now: utc("2025-04-01T00:00:00Z")}) // the nightly ran January to March
+	now := utc("2026-01-01T00:00:00Z")
+	plan := e.plan(backfill.PlanParams{Pipeline: "orders", Start: utc("2025-01-01T00:00:00Z"), End: utc("2025-12-31T00:00:00Z"), Reprocess: "none", Now: now})
+	res, err := e.apply(backfill.ApplyOptions{Plan: plan, Now: now})
+	if !errors.Is(err, backfill.ErrUnfinished) {
+		t.Fatalf("apply: %v; want the dates of the 13th failed", err)
+	}
+	base := e.startUI()
+	within(t, ctx, 60*time.Second, chromedp.Navigate(base+"backfills/"+res.ID), chromedp.WaitVisible(chromedp.CSS("svg.heatmap")))
+	legend := eval[string](t, ctx, `document.querySelector('.pbarrow[data-role="backfill"] .pcounts').textContent`)
+	if legend != "365 targeted · 266 succeeded (72.9%) · 9 failed (2.5%) · 0 in progress (0.0%) · 90 skipped (24.7%)" {
+		t.Errorf("the bar's legend: %q", legend)
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll("svg.heatmap rect.hd").length`); n != 365 {
+		t.Errorf("%d squares; want 365", n)
+	}
+	// One screen: the bar, the heatmap and the phases within 1400 x 900.
+	bottom := eval[float64](t, ctx, `document.getElementById("phases").getBoundingClientRect().bottom`)
+	right := eval[float64](t, ctx, `document.querySelector("svg.heatmap").getBoundingClientRect().right`)
+	if bottom > 900 || right > 1400 {
+		t.Errorf("the phases end at %.0f px, the heatmap at %.0f px: not one screen of 1400 x 900", bottom, right)
+	}
+	why := eval[string](t, ctx, `document.querySelector('svg.heatmap rect.hd[data-ds="2025-02-13"] title').textContent`)
+	if why != "2025-02-13: skipped · already failed, and reprocess none leaves failed dates" {
+		t.Errorf("the square of 2025-02-13 says %q", why)
+	}
+	screenshot(t, ctx, "backfill-year.png")
 }

@@ -1,8 +1,9 @@
 // Package web owns `rewind ui`: an HTTP view of a workspace's state and
 // the operator's actions on it. It renders the pages (pipelines, the grid
-// of a pipeline's runs and tasks, a run's Gantt chart of attempts, a
+// of a pipeline's runs and tasks a page at a time, a run's Gantt chart of attempts, a
 // backfill's phases, progress, plan, validation and report, a backfill
-// form with its plan) with html/template from assets embedded in the
+// form with its plan, and on every page a banner when no scheduler leads)
+// with html/template from assets embedded in the
 // binary, serves the JSON behind every page (the same documents as
 // `rewind runs --json`, `rewind dates --recorded --json`, `rewind backfill
 // status --json` and `rewind audit --json`, built by this package for the
@@ -29,5 +30,5 @@
 //
 // Reads start no process: probe values are those runs recorded in the
 // state, a catalog is opened only where its file exists, and every window
-// a request names is bounded (MaxDates, MaxNowAhead).
+// a request names is bounded (MaxDates, MaxNowAhead, MaxGridRuns).
 package web

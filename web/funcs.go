@@ -25,6 +25,12 @@ func (s *Server) funcs() template.FuncMap {
 		"initial":  initial,
 		"runTitle": func(ds, state, kind string) string { return ds + ": " + state + " (" + kind + ")" },
 		"gridBody": gridBody,
+		"kindMark": kindMark,
+		"runHead":  runHeadTitle,
+		"durLevel": durLevel,
+		"bar":      barHTML,
+		"took":     phaseDuration,
+		"runAt":    runAt,
 		"barWidth": func(change *float64, limit float64) float64 {
 			// bar of a change, on a scale where the larger of 2 x limit
 			// and 100 % fills the width
@@ -76,4 +82,18 @@ func when(s string) string {
 		return s
 	}
 	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+// runAt names a run by its logical date (RFC 3339 with the pipeline's
+// offset): its day, with its time of day when that is not midnight (a
+// sub-daily pipeline's runs).
+func runAt(logical string) string {
+	t, err := time.Parse(time.RFC3339, logical)
+	if err != nil {
+		return logical
+	}
+	if t.Hour() == 0 && t.Minute() == 0 && t.Second() == 0 {
+		return t.Format(time.DateOnly)
+	}
+	return t.Format("2006-01-02 15:04")
 }

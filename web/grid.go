@@ -31,8 +31,21 @@ type GridJSON struct {
 	Runs []GridRunJSON `json:"runs"`
 	// Active: some run is queued or running (the page polls faster).
 	Active bool `json:"active"`
-	// Counts are the runs by state.
+	// Counts are the runs by state: every run of the pipeline, not only
+	// those of the page.
 	Counts map[string]int `json:"counts"`
+	// Timezone is the pipeline's; SubDaily says that its runs are named by
+	// their logical date-time in it (HH:MM), not by their day.
+	Timezone string `json:"timezone"`
+	SubDaily bool   `json:"sub_daily"`
+	// Total counts the runs of the pipeline; Limit is the most runs a
+	// page holds (limit=, default DefaultGridRuns). Older is the before=
+	// of the page before this one, Newer the after= of the page after it
+	// ("" when there is none: the first runs, the latest ones).
+	Total int    `json:"total"`
+	Limit int    `json:"limit"`
+	Older string `json:"older"`
+	Newer string `json:"newer"`
 }
 
 // GridRunJSON is one column of the grid.
@@ -50,6 +63,24 @@ type GridRunJSON struct {
 	// Cells, one per task of GridJSON.Tasks (state "" where the run has
 	// no such task).
 	Cells []GridCellJSON `json:"cells"`
+	// At names the run for people: its ds, or for a sub-daily pipeline
+	// its logical date-time in the pipeline's timezone ("2025-03-04 13:00
+	// CET"). Label is what its column header shows: the ds, or HH:MM, with
+	// Day the day where the day changes (the first column of the page and
+	// of each day; "" elsewhere and for a daily pipeline).
+	At    string `json:"at"`
+	Label string `json:"label"`
+	Day   string `json:"day,omitempty"`
+	// Seconds is how long the run has run: from its admission to its end
+	// (now, while it runs); 0 before it starts.
+	Seconds float64 `json:"duration_seconds"`
+	// BackfillID is the backfill a backfill run belongs to.
+	BackfillID string `json:"backfill_id,omitempty"`
+	// BatchOf is the run id of the batch run that covers this run (as in
+	// `runs --json`), BatchRun that run's id: the covered run did no work
+	// of its own, it ended with its batch.
+	BatchOf  string `json:"batch_of,omitempty"`
+	BatchRun int64  `json:"batch_run,omitempty"`
 }
 
 // GridCellJSON is one task instance.
@@ -60,18 +91,14 @@ type GridCellJSON struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// Grid reads the grid of a pipeline from the state: one ListRuns with
-// task instances, no attempts.
+// Grid reads the grid of a pipeline from the state: its latest
+// DefaultGridRuns runs (GridPage).
 func Grid(ctx context.Context, st Reader, def *dsl.Pipeline, name string) (GridJSON, error) {
-	runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{name}, WithTasks: true})
-	if err != nil {
-		return GridJSON{}, err
-	}
-	return gridOf(def, name, runs), nil
+	return GridPage(ctx, st, def, name, GridWindow{}, time.Now())
 }
 
 func gridOf(def *dsl.Pipeline, name string, runs []store.Run) GridJSON {
-	g := GridJSON{Pipeline: name, Tasks: []string{}, Runs: make([]GridRunJSON, 0, len(runs)), Counts: map[string]int{}}
+	g := GridJSON{Pipeline: name, Tasks: []string{}, Runs: make([]GridRunJSON, 0, len(runs)), Counts: map[string]int{}, Timezone: "UTC"}
 	row := map[string]int{}
 	if def != nil {
 		for _, t := range def.Tasks {
@@ -112,11 +139,11 @@ func gridOf(def *dsl.Pipeline, name string, runs []store.Run) GridJSON {
 	return g
 }
 
-func (s *Server) grid(ctx context.Context, name string) (GridJSON, error) {
+func (s *Server) grid(ctx context.Context, name string, win GridWindow) (GridJSON, error) {
 	if err := s.knownPipeline(ctx, name); err != nil {
 		return GridJSON{}, err
 	}
-	return Grid(ctx, s.o.State, s.o.Workspace.Pipeline(name), name)
+	return GridPage(ctx, s.o.State, s.o.Workspace.Pipeline(name), name, win, s.o.Now())
 }
 
 func (s *Server) apiGrid(w http.ResponseWriter, r *http.Request) {
@@ -125,7 +152,12 @@ func (s *Server) apiGrid(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errorf(http.StatusBadRequest, "pipeline= is required"))
 		return
 	}
-	g, err := s.grid(r.Context(), name)
+	win, err := gridWindow(r.URL.Query())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	g, err := s.grid(r.Context(), name, win)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -141,18 +173,23 @@ func (s *Server) apiGrid(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) gridPage(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	g, err := s.grid(r.Context(), name)
+	win, err := gridWindow(r.URL.Query())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.page(w, r, http.StatusOK, "grid.html", name, gridPageData{GridJSON: g, Audit: s.auditOf(r.Context(), name, ""), Paused: s.pausedOf(r.Context(), name)})
+	g, err := s.grid(r.Context(), name, win)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.page(w, r, http.StatusOK, "grid.html", name, gridPageData{GridView: newGridView(g, win), Audit: s.auditOf(r.Context(), name, ""), Paused: s.pausedOf(r.Context(), name)})
 }
 
-// gridPageData is the grid page: the grid, the pipeline's audit trail and
-// whether it is paused (its pause or unpause action).
+// gridPageData is the grid page: a page of the grid, the pipeline's audit
+// trail and whether it is paused (its pause or unpause action).
 type gridPageData struct {
-	GridJSON
+	GridView
 	Audit  []ops.AuditJSON
 	Paused bool
 }
@@ -197,23 +234,13 @@ func (s *Server) run(ctx context.Context, pipeline, idText string) (store.Run, e
 	if err != nil || id <= 0 {
 		return store.Run{}, errorf(http.StatusBadRequest, "run id %q: want a number", idText)
 	}
-	runs, err := s.o.State.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{pipeline}})
+	// By id: one run read, however long the pipeline's history.
+	one, err := s.o.State.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{pipeline}, IDs: []int64{id}, WithTasks: true, WithAttempts: true})
 	if err != nil {
 		return store.Run{}, err
 	}
-	i := slices.IndexFunc(runs, func(r store.Run) bool { return r.ID == id })
-	if i < 0 {
-		return store.Run{}, errorf(http.StatusNotFound, "pipeline %s has no run %d", pipeline, id)
-	}
-	at := runs[i].LogicalDate
-	one, err := s.o.State.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{pipeline}, From: at, To: at, WithTasks: true, WithAttempts: true})
-	if err != nil {
-		return store.Run{}, err
-	}
-	for _, r := range one {
-		if r.ID == id {
-			return r, nil
-		}
+	if len(one) == 1 && one[0].ID == id {
+		return one[0], nil
 	}
 	return store.Run{}, errorf(http.StatusNotFound, "pipeline %s has no run %d", pipeline, id)
 }
@@ -235,6 +262,12 @@ type CellJSON struct {
 	Reason      string            `json:"reason"`
 	Attempts    []CellAttemptJSON `json:"attempts"`
 	Gantt       string            `json:"gantt"`
+	// At names the run as the grid does: its ds, or its logical
+	// date-time in the pipeline's timezone for a sub-daily pipeline.
+	At string `json:"at"`
+	// BatchOf is the run id of the batch run that covers the run ("" when
+	// it ran on its own).
+	BatchOf string `json:"batch_of,omitempty"`
 }
 
 // CellAttemptJSON is an attempt of a cell.
@@ -280,6 +313,7 @@ func (s *Server) apiCell(w http.ResponseWriter, r *http.Request) {
 	c := CellJSON{Pipeline: name, RunID: run.ID, DS: run.DS, LogicalDate: run.LogicalDate.Format(time.RFC3339), Kind: string(run.Kind),
 		RunState: string(run.State), Task: t.Task, State: string(t.State), Pool: t.Pool, TryNumber: t.TryNumber, Reason: t.Reason,
 		Attempts: []CellAttemptJSON{}, Gantt: "/pipelines/" + url.PathEscape(name) + "/runs/" + strconv.FormatInt(run.ID, 10)}
+	c.At, c.BatchOf = s.runName(name, run), ToRunJSON(run, "").BatchOf
 	for _, a := range t.Attempts {
 		ca := CellAttemptJSON{ID: a.ID, TryNumber: a.TryNumber, Pool: a.Pool, Reason: a.Reason, State: string(a.State), ExitCode: a.ExitCode,
 			Signal: a.Signal, StartedAt: a.StartedAt.UTC().Format(time.RFC3339Nano), PeakRSS: a.PeakRSS,
@@ -318,6 +352,9 @@ func gridBody(g GridJSON) template.HTML {
 			if c.Try > 1 {
 				b.WriteString(` retry`)
 			}
+			if r.BatchOf != "" {
+				b.WriteString(` covered`)
+			}
 			b.WriteByte('"')
 			if c.Reason != "" {
 				b.WriteString(` data-pool="`)
@@ -325,7 +362,7 @@ func gridBody(g GridJSON) template.HTML {
 				b.WriteByte('"')
 			}
 			b.WriteString(` title="`)
-			b.WriteString(html.EscapeString(cellTitle(task, r.DS, c)))
+			b.WriteString(html.EscapeString(cellTitle(task, cmp.Or(r.At, r.DS), c) + coveredNote(r)))
 			b.WriteString(`">`)
 			if c.Reason != "" {
 				b.WriteString(`<span class="mark">`)

@@ -25,6 +25,9 @@ type PipelineJSON struct {
 	NextDue *IntervalJSON `json:"next_due"`
 	// LastRun is the run with the latest logical date (nil: no run).
 	LastRun *RunSummaryJSON `json:"last_run"`
+	// LastFailure is the failed run with the latest logical date (nil:
+	// none failed).
+	LastFailure *RunSummaryJSON `json:"last_failure"`
 	// Watermark: every run up to this logical date has succeeded ("" none).
 	Watermark string         `json:"watermark"`
 	Runs      map[string]int `json:"runs"` // by run state
@@ -71,22 +74,25 @@ func (s *Server) pipelines(ctx context.Context) ([]PipelineJSON, error) {
 type PipelineReader interface {
 	ListPipelines(ctx context.Context) ([]store.Pipeline, error)
 	ListRuns(ctx context.Context, p store.ListRunsParams) ([]store.Run, error)
+	CountRuns(ctx context.Context, p store.CountRunsParams) ([]store.RunCount, error)
 	GetWatermark(ctx context.Context, pipeline string) (store.Watermark, error)
 }
 
 // Pipelines are the pipelines of ws and of the state st, by name, as GET
 // /api/pipelines serves them and `rewind list --json` prints them; st nil
 // is a workspace without a state yet (nothing paused, no run). now decides
-// each pipeline's next interval to become due.
+// each pipeline's next interval to become due. The runs are counted in
+// the state, and each pipeline's last run and last failure read alone:
+// what it costs does not grow with the history (a page polls it).
 func Pipelines(ctx context.Context, ws *dsl.Workspace, st PipelineReader, now time.Time) ([]PipelineJSON, error) {
 	var stored []store.Pipeline
-	var runs []store.Run
+	var countRows []store.RunCount
 	if st != nil {
 		var err error
 		if stored, err = st.ListPipelines(ctx); err != nil {
 			return nil, err
 		}
-		if runs, err = st.ListRuns(ctx, store.ListRunsParams{}); err != nil {
+		if countRows, err = st.CountRuns(ctx, store.CountRunsParams{}); err != nil {
 			return nil, err
 		}
 	}
@@ -95,13 +101,22 @@ func Pipelines(ctx context.Context, ws *dsl.Workspace, st PipelineReader, now ti
 		byName[p.Name] = p
 	}
 	counts := map[string]map[string]int{}
-	last := map[string]store.Run{}
-	for _, r := range runs {
-		if counts[r.Pipeline] == nil {
-			counts[r.Pipeline] = map[string]int{}
+	for _, c := range countRows {
+		if counts[c.Pipeline] == nil {
+			counts[c.Pipeline] = map[string]int{}
 		}
-		counts[r.Pipeline][string(r.State)]++
-		last[r.Pipeline] = r // ordered by logical date
+		counts[c.Pipeline][string(c.State)] += c.Count
+	}
+	last := func(name string, states ...store.RunState) (*RunSummaryJSON, error) {
+		if st == nil || len(counts[name]) == 0 {
+			return nil, nil
+		}
+		runs, err := st.ListRuns(ctx, store.ListRunsParams{Pipelines: []string{name}, States: states, Limit: 1, Last: true})
+		if err != nil || len(runs) == 0 {
+			return nil, err
+		}
+		r := runs[0]
+		return &RunSummaryJSON{ID: r.ID, DS: r.DS, LogicalDate: r.LogicalDate.Format(time.RFC3339), Kind: string(r.Kind), State: string(r.State)}, nil
 	}
 	out := []PipelineJSON{}
 	seen := map[string]bool{}
@@ -128,8 +143,12 @@ func Pipelines(ctx context.Context, ws *dsl.Workspace, st PipelineReader, now ti
 		if pj.Runs == nil {
 			pj.Runs = map[string]int{}
 		}
-		if r, ok := last[pj.Name]; ok {
-			pj.LastRun = &RunSummaryJSON{ID: r.ID, DS: r.DS, LogicalDate: r.LogicalDate.Format(time.RFC3339), Kind: string(r.Kind), State: string(r.State)}
+		var err error
+		if pj.LastRun, err = last(pj.Name); err != nil {
+			return nil, err
+		}
+		if pj.LastFailure, err = last(pj.Name, store.RunFailed); err != nil {
+			return nil, err
 		}
 		if st == nil {
 			continue

@@ -30,6 +30,9 @@ import (
 type Reader interface {
 	ListPipelines(ctx context.Context) ([]store.Pipeline, error)
 	ListRuns(ctx context.Context, p store.ListRunsParams) ([]store.Run, error)
+	CountRuns(ctx context.Context, p store.CountRunsParams) ([]store.RunCount, error)
+	Usage(ctx context.Context) ([]store.UsageRow, error)
+	Now(ctx context.Context) (time.Time, error)
 	GetWatermark(ctx context.Context, pipeline string) (store.Watermark, error)
 	ListBackfills(ctx context.Context) ([]store.Backfill, error)
 	GetBackfill(ctx context.Context, id string) (store.Backfill, error)
@@ -312,7 +315,14 @@ type pageData struct {
 	// token, which every write of the page sends back; Who is the sign-in.
 	Write     bool
 	CSRF, Who string
+	// Banner is the scheduler's banner of a page served to a reader who
+	// may see the state (nil on the sign-in page and on errors).
+	Banner *banner
 }
+
+// banner is what the top of a page says of the scheduling (Text "" when
+// nothing is wrong: hidden, until the page's poll finds otherwise).
+type banner struct{ Text string }
 
 // page renders a page template (into a buffer: a template error is a 500,
 // never half a page).
@@ -324,6 +334,12 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request, code int, name, ti
 	pd := pageData{Title: s.o.Workspace.Redact(title), Version: s.assetVersion, Data: data}
 	if p := principalOf(r); s.canWrite() && p.who != "" {
 		pd.Write, pd.CSRF, pd.Who = true, p.csrf, p.who
+	}
+	if code == http.StatusOK && name != "login.html" {
+		// Pages only a reader who passed the token rule gets.
+		if sch, err := s.schedulerState(r.Context()); err == nil {
+			pd.Banner = &banner{Text: s.o.Workspace.Redact(sch.Warning)}
+		}
 	}
 	if err := s.tmpl.ExecuteTemplate(&buf, name, pd); err != nil {
 		s.o.Log.Error("template", "name", name, "err", err)

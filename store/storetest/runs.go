@@ -212,11 +212,55 @@ func testListRunsOrderAndFilters(t *testing.T, st store.Store) {
 		{"to inclusive", store.ListRunsParams{To: date(2025, 7, 2)}, 2},
 		{"window", store.ListRunsParams{Pipelines: []string{"alpha"}, From: date(2025, 7, 2), To: date(2025, 7, 3)}, 2},
 		{"empty window", store.ListRunsParams{From: date(2025, 7, 2).Add(time.Hour), To: date(2025, 7, 2).Add(2 * time.Hour)}, 0},
+		{"ids", store.ListRunsParams{IDs: []int64{runs[0].ID, runs[5].ID}, WithTasks: true}, 2},
+		{"ids of another pipeline", store.ListRunsParams{Pipelines: []string{"alpha"}, IDs: []int64{runs[5].ID}}, 0},
 	}
 	for _, c := range cases {
 		if got := listRuns(t, st, c.p); len(got) != c.want {
 			t.Errorf("%s: %d runs, want %d", c.name, len(got), c.want)
 		}
+	}
+
+	// A page: the first or the last runs, listed in the same order, with
+	// the tasks of those runs only.
+	pages := []struct {
+		name string
+		p    store.ListRunsParams
+		want string
+	}{
+		{"first two", store.ListRunsParams{Pipelines: []string{"alpha"}, Limit: 2}, "[alpha/2025-07-01 alpha/2025-07-02]"},
+		{"last two", store.ListRunsParams{Pipelines: []string{"alpha"}, Limit: 2, Last: true, WithTasks: true}, "[alpha/2025-07-03 alpha/2025-07-04]"},
+		{"last before", store.ListRunsParams{Pipelines: []string{"alpha"}, To: date(2025, 7, 2), Limit: 3, Last: true, WithAttempts: true}, "[alpha/2025-07-01 alpha/2025-07-02]"},
+		{"first after", store.ListRunsParams{Pipelines: []string{"alpha"}, From: date(2025, 7, 2), Limit: 1, WithTasks: true}, "[alpha/2025-07-02]"},
+		{"over two pipelines", store.ListRunsParams{Limit: 3, Last: true}, "[alpha/2025-07-04 zeta/2025-07-03 zeta/2025-07-04]"},
+		{"more than there is", store.ListRunsParams{Pipelines: []string{"zeta"}, Limit: 10, Last: true, WithTasks: true}, "[zeta/2025-07-03 zeta/2025-07-04]"},
+	}
+	for _, c := range pages {
+		runs := listRuns(t, st, c.p)
+		var got []string
+		for _, r := range runs {
+			got = append(got, r.Pipeline+"/"+r.DS)
+			if c.p.WithTasks || c.p.WithAttempts {
+				if len(r.Tasks) != 1 || r.Tasks[0].RunID != r.ID {
+					t.Errorf("%s: %s has tasks %+v; want its own one", c.name, r.DS, r.Tasks)
+				}
+			}
+		}
+		if fmt.Sprint(got) != c.want {
+			t.Errorf("%s: %v; want %s", c.name, got, c.want)
+		}
+	}
+
+	counts, err := st.CountRuns(ctx, store.CountRunsParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(counts); got != "[{alpha queued 3} {alpha running 1} {zeta queued 2}]" {
+		t.Errorf("CountRuns = %s", got)
+	}
+	counts, err = st.CountRuns(ctx, store.CountRunsParams{Pipelines: []string{"zeta", "nope"}})
+	if err != nil || fmt.Sprint(counts) != "[{zeta queued 2}]" {
+		t.Errorf("CountRuns of zeta = %v, %v", counts, err)
 	}
 }
 
