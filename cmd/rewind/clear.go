@@ -32,6 +32,32 @@ func (f *selectionFlags) add(c *cobra.Command, verb string) {
 	c.Flags().BoolVar(&f.downstream, "downstream", false, "with --task, also the tasks that depend on it")
 }
 
+// open checks the flags of verb (clear, mark) before anything is opened,
+// then opens the existing state and checks that it knows the pipeline.
+func (f *selectionFlags) open(ctx context.Context, g *globals, verb, pipeline string) (store.Store, error) {
+	if f.start == "" || f.end == "" {
+		return nil, exitWith(exitUsage, "%s needs --start and --end", verb)
+	}
+	if _, err := parseRange(f.start, f.end); err != nil {
+		return nil, err
+	}
+	if f.downstream && f.task == "" {
+		return nil, exitWith(exitUsage, "--downstream goes with --task NAME")
+	}
+	if _, err := g.workspace(""); err != nil {
+		return nil, err
+	}
+	st, err := openExisting(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	if err := knownPipeline(ctx, g, st, pipeline); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
 func (f *selectionFlags) selection(pipeline string) ops.Selection {
 	return ops.Selection{Pipeline: pipeline, Start: f.start, End: f.end, Task: f.task, Downstream: f.downstream}
 }
@@ -71,27 +97,12 @@ handed back to their pipeline. The clear is recorded in 'rewind audit'.`,
   rewind clear hourly --start 2026-11-30T10:00:00Z --end 2026-11-30T10:00:00Z`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.start == "" || f.end == "" {
-				return exitWith(exitUsage, "clear needs --start and --end")
-			}
-			if _, err := parseRange(f.start, f.end); err != nil {
-				return err
-			}
-			if f.downstream && f.task == "" {
-				return exitWith(exitUsage, "--downstream goes with --task NAME")
-			}
-			if _, err := g.workspace(""); err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			st, err := openExisting(ctx, g)
+			st, err := f.open(ctx, g, "clear", args[0])
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			if err := knownPipeline(ctx, g, st, args[0]); err != nil {
-				return err
-			}
 			n, err := ops.Clear(ctx, st, looseWorkspace(g), ops.ClearParams{Selection: f.selection(args[0]), OnlyFailed: onlyFailed, Now: time.Now()})
 			a := f.args()
 			if onlyFailed {

@@ -43,27 +43,12 @@ func newMarkStateCmd(g *globals, state store.TaskState) *cobra.Command {
 		Short: "Mark task instances " + string(state) + "; their runs follow",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.start == "" || f.end == "" {
-				return exitWith(exitUsage, "mark needs --start and --end")
-			}
-			if _, err := parseRange(f.start, f.end); err != nil {
-				return err
-			}
-			if f.downstream && f.task == "" {
-				return exitWith(exitUsage, "--downstream goes with --task NAME")
-			}
-			if _, err := g.workspace(""); err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			st, err := openExisting(ctx, g)
+			st, err := f.open(ctx, g, "mark", args[0])
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			if err := knownPipeline(ctx, g, st, args[0]); err != nil {
-				return err
-			}
 			res, err := ops.Mark(ctx, st, looseWorkspace(g), ops.MarkParams{Selection: f.selection(args[0]), State: state, Now: time.Now()})
 			audit(ctx, g, st, ops.Entry{Action: "mark." + string(state), Target: args[0], Pipeline: args[0], Args: f.args(), Err: err})
 			if err != nil {
