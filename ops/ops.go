@@ -91,7 +91,7 @@ func resolve(ctx context.Context, st store.Store, ws *dsl.Workspace, sel Selecti
 	}
 	window, err := timetable.ParseRange(sel.Start, sel.End, time.UTC)
 	if err != nil {
-		return r, flagError(err)
+		return r, FlagError(err)
 	}
 	if sel.Downstream && sel.Task == "" {
 		return r, errorf(Usage, "--downstream goes with --task NAME")
@@ -129,9 +129,9 @@ func resolve(ctx context.Context, st store.Store, ws *dsl.Workspace, sel Selecti
 	return r, nil
 }
 
-// flagError spells a window error of package timetable as the flags were
-// given.
-func flagError(err error) error {
+// FlagError spells a window error of package timetable as the flags were
+// given: a Usage error (other errors as they are).
+func FlagError(err error) error {
 	var bad *timetable.InputError
 	var order *timetable.OrderError
 	switch {

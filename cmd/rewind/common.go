@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/rewind-dev/rewind/dsl"
+	"github.com/rewind-dev/rewind/ops"
 	"github.com/rewind-dev/rewind/store"
 	"github.com/rewind-dev/rewind/timetable"
 )
@@ -318,15 +319,10 @@ func parseRange(start, end string) (timetable.Range, error) {
 }
 
 // flagError spells a window error of package timetable as the flags were
-// given: a usage error.
+// given (ops.FlagError): a usage error.
 func flagError(err error) error {
-	var bad *timetable.InputError
-	var order *timetable.OrderError
-	switch {
-	case errors.As(err, &bad):
-		return exitWith(exitUsage, "--%s %q: want %s", bad.Input, bad.Value, bad.Want)
-	case errors.As(err, &order):
-		return exitWith(exitUsage, "--end %s is before --start %s", order.End, order.Start)
+	if e := ops.FlagError(err); ops.KindOf(e) != 0 {
+		return exitWith(exitUsage, "%v", e)
 	}
 	return err
 }
