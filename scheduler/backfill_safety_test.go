@@ -18,8 +18,10 @@ import (
 )
 
 // ledgerHCL is the revenue pipeline whose tasks also append
-// "ds run_id factor" to ledger.log: which dates ran, in which run, with
-// which version of the code (the factor). A consumer reads it.
+// "ds run_id factor" to ledger.log as their last step: which dates ran to
+// the end, in which run, with which version of the code (the factor). An
+// attempt interrupted before its end (a resume runs it again) leaves no
+// line. A consumer reads it.
 const ledgerHCL = `
 catalog "local" {
   uri       = ".rewind/catalog.db"
@@ -30,7 +32,7 @@ pipeline "revenue" {
   start_date      = "2025-07-01"
   max_active_runs = 3
   task "compute" {
-    command = "f=$(cat factor); echo \"$REWIND_DS $REWIND_RUN_ID $f\" >> ledger.log; awk -v ds=$REWIND_DS -v f=$f 'BEGIN { print \"ds,currency,amount_usd\"; print ds \",EUR,\" 100*f }' > $REWIND_RUN_DIR/revenue.csv"
+    command = "f=$(cat factor); awk -v ds=$REWIND_DS -v f=$f 'BEGIN { print \"ds,currency,amount_usd\"; print ds \",EUR,\" 100*f }' > $REWIND_RUN_DIR/revenue.csv && echo \"$REWIND_DS $REWIND_RUN_ID $f\" >> ledger.log"
   }
   output "revenue" {
     table     = "analytics.fct_daily_revenue"
@@ -50,7 +52,7 @@ pipeline "kpis" {
 }
 `
 
-// ledger counts, per date, the attempts that ran with each factor.
+// ledger counts, per date, the attempts that ran to the end with each factor.
 func (e *env) ledger() map[string][]string {
 	out := map[string][]string{}
 	for _, line := range e.events("ledger.log") {
