@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Attempts per second of one-second tasks on the Slurm executor: one hourly
 # pipeline with N due runs (default 1000), one task `sleep 1` on a Slurm pool
-# (SLOTS slots, default 100; max_active_runs = SLOTS; 50MiB, 1 cpu), run by
+# (SLOTS slots, default 256; max_active_runs = SLOTS; 30MiB, 1 cpu), run by
 # one `rewind run --catchup` on a fresh SQLite state, with two binaries in
 # the same run, interleaved round by round:
 #   arrays    this checkout: a pass's attempts of the pool go as job arrays
 #   baseline  rewind built from BASELINE (default 64b650f, the last commit
 #             with one sbatch per attempt), on BASE_N runs (default 200: at
 #             about 7 attempts/s, 1,000 would take minutes a round)
+#   floor     no rewind: N one-second jobs submitted by hand as job arrays
+#             (sbatch --array=0-K%SLOTS, the same --mem and --cpus-per-task),
+#             waited for with squeue: what the cluster itself starts and
+#             ends per second on this machine, the ceiling of the others
 # Prints a line per round, then the median and the worst of each, and the
 # load average before and after.
 # Usage: bench/slurm_arrays.sh [ROUNDS] [N]   (default 3 1000)
 # Cluster: REWIND_TEST_SLURM (+ SLURM_CONF) names a running one (its node
-# needs SLOTS CPUs declared and SLOTS x 50MiB of memory); otherwise the
+# needs SLOTS CPUs declared and SLOTS x 30MiB of memory); otherwise the
 # script starts its own with .ci/slurm.sh (root), REWIND_SLURM_CPUS=SLOTS,
 # and stops it at exit. SLURM_TIMEOUT (default 60 s + 1 s per run)
 # interrupts a stuck round.
@@ -20,7 +24,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 n=${2:-1000}
-slots=${SLOTS:-100}
+slots=${SLOTS:-256}
 base_n=${BASE_N:-200}
 baseline=${BASELINE:-64b650f}
 timeout_s=${SLURM_TIMEOUT:-$((60 + n))}
@@ -50,7 +54,7 @@ now_after() { date -u -d "@$(($(date -u -d "$start" +%s) + $1 * 3600))" +%Y-%m-%
 hcl="pool \"slurm\" {
   executor  = \"slurm\"
   partition = \"$REWIND_TEST_SLURM\"
-  memory    = \"50MiB\"
+  memory    = \"30MiB\"
   cpus      = 1
   slots     = $slots
 }
@@ -85,13 +89,33 @@ run() {
   echo "$att $(echo "$t1 - $t0" | bc -l)"
 }
 
+# floor COUNT: COUNT one-second jobs as bare job arrays (MaxArraySize at
+# most each), SLOTS at once at most; prints "jobs wall".
+max_array=$(scontrol show config | awk '$1 == "MaxArraySize" {print $3}')
+floor() {
+  local count=$1 t0 t1 ids=() k lo=0
+  printf '#!/bin/sh\nsleep 1\n' >"$work/floor.sh"
+  t0=$(secs)
+  while [ "$lo" -lt "$count" ]; do
+    k=$((count - lo < max_array ? count - lo : max_array))
+    ids+=("$(sbatch --parsable --array=0-$((k - 1))%$slots --mem=30M --cpus-per-task=1 --partition="$REWIND_TEST_SLURM" -o /dev/null "$work/floor.sh")")
+    lo=$((lo + k))
+  done
+  local jobs
+  jobs=$(IFS=,; echo "${ids[*]}")
+  while [ "$(squeue -h -r -j "$jobs" -t PD,R,CG,CF,S | wc -l)" != 0 ]; do sleep 0.2; done
+  t1=$(secs)
+  echo "$count $(echo "$t1 - $t0" | bc -l)"
+}
+
 declare -A rates
 for i in $(seq "$rounds"); do
   line="round $i:"
-  for s in arrays baseline; do
+  for s in arrays baseline floor; do
     case $s in
     arrays) read -r a w < <(run "arrays$i" "$work/rewind" "$n") || true ;;
     baseline) read -r a w < <(run "baseline$i" "$work/rewind-base" "$base_n") || true ;;
+    floor) read -r a w < <(floor "$n") || true ;;
     esac
     [ -n "${a:-}" ] || { echo "$s round $i failed" >&2; exit 1; }
     r=$(echo "$a / $w" | bc -l)
@@ -109,4 +133,7 @@ printf '\n%d rounds, one-second tasks, %d slots (median, worst):\n' "$rounds" "$
 printf '%-44s %10s %14s %10s\n' setup attempts "attempts/s" "(worst)"
 printf '%-44s %10d %14.1f %10.1f\n' "job arrays (this checkout)" "$n" "$(median "${rates[arrays]}")" "$(worst "${rates[arrays]}")"
 printf '%-44s %10d %14.1f %10.1f\n' "one sbatch per attempt ($baseline)" "$base_n" "$(median "${rates[baseline]}")" "$(worst "${rates[baseline]}")"
-printf 'ratio of the medians: %.1fx\n' "$(echo "$(median "${rates[arrays]}") / $(median "${rates[baseline]}")" | bc -l)"
+printf '%-44s %10d %14.1f %10.1f\n' "floor: bare sbatch --array, no rewind" "$n" "$(median "${rates[floor]}")" "$(worst "${rates[floor]}")"
+printf 'arrays / baseline: %.1fx; arrays / floor: %.2f (medians)\n' \
+  "$(echo "$(median "${rates[arrays]}") / $(median "${rates[baseline]}")" | bc -l)" \
+  "$(echo "$(median "${rates[arrays]}") / $(median "${rates[floor]}")" | bc -l)"
