@@ -6,8 +6,7 @@
 # the same run, interleaved round by round:
 #   arrays    this checkout: a pass's attempts of the pool go as job arrays
 #   baseline  rewind built from BASELINE (default 64b650f, the last commit
-#             with one sbatch per attempt), on BASE_N runs (default 200: at
-#             about 7 attempts/s, 1,000 would take minutes a round)
+#             with one sbatch per attempt), on BASE_N runs (default N)
 #   floor     no rewind: N one-second jobs submitted by hand as job arrays
 #             (sbatch --array=0-K%SLOTS, the same --mem and --cpus-per-task),
 #             waited for with squeue: what the cluster itself starts and
@@ -18,16 +17,16 @@
 # Cluster: REWIND_TEST_SLURM (+ SLURM_CONF) names a running one (its node
 # needs SLOTS CPUs declared and SLOTS x 30MiB of memory); otherwise the
 # script starts its own with .ci/slurm.sh (root), REWIND_SLURM_CPUS=SLOTS,
-# and stops it at exit. SLURM_TIMEOUT (default 60 s + 1 s per run)
+# and stops it at exit. SLURM_TIMEOUT (default 120 s + 1 s per run)
 # interrupts a stuck round.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 n=${2:-1000}
 slots=${SLOTS:-256}
-base_n=${BASE_N:-200}
+base_n=${BASE_N:-$n}
 baseline=${BASELINE:-64b650f}
-timeout_s=${SLURM_TIMEOUT:-$((60 + n))}
+timeout_s=${SLURM_TIMEOUT:-$((120 + n))}
 unset REWIND_STATE
 work=$(mktemp -d)
 slurm_started=

@@ -14,9 +14,10 @@ import (
 )
 
 // Slurm runs an attempt as a Slurm batch job rather than as a local process:
-// SubmitSlurm submits it with sbatch, Wait follows it with scontrol until it
-// ends, and AdoptSlurm follows a job that an earlier rewind submitted, by its
-// job id. The job's script is the local wrapper's protocol in a batch script:
+// SubmitSlurm submits it with sbatch, SubmitSlurmWave submits several as
+// job arrays (slurm_array.go), Wait follows it with squeue (slurm_poll.go)
+// until it ends, and AdoptSlurm follows a job that an earlier rewind
+// submitted, by its job id ("ARRAYID_i" for an element of an array). The job's script is the local wrapper's protocol in a batch script:
 // it runs the command, then writes the same status line
 // "[rewind] exit status <nonce> <rc>" to the attempt's log, which is the
 // job's output (stdout and stderr). Slurm enforces the job's memory (--mem)
