@@ -51,10 +51,10 @@ type SlurmHandle struct {
 	spec  Spec
 	job   SlurmJob
 	start time.Time
-	// arrayDir and element: the array's directory and the element's index
-	// (SubmitSlurmWave); "" for a job of its own.
-	arrayDir string
-	element  int
+	// array and element: the array's files and the element's index
+	// (SubmitSlurmWave); nil for a job of its own.
+	array   *arrayFiles
+	element int
 }
 
 // slurmTimeout bounds every Slurm command rewind runs.
@@ -264,7 +264,7 @@ func (h *SlurmHandle) Wait(ctx context.Context) Result {
 		Poll: h.job.Poll, Leave: h.job.Leave, submitted: h.start,
 	})
 	if !res.Left {
-		releaseElement(h.arrayDir, h.element)
+		h.array.release(h.element)
 	}
 	return res
 }

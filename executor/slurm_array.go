@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -229,12 +230,14 @@ func submitArray(ctx context.Context, ps []preparedSlurm, w SlurmWave) ([]*Slurm
 		return nil, fmt.Errorf("sbatch: unexpected output %q", firstLine(out.Stdout))
 	}
 	now := time.Now()
+	files := &arrayFiles{dir: dir}
+	files.left.Store(int64(len(ps)))
 	hs := make([]*SlurmHandle, len(ps))
 	job := SlurmJob{Partition: w.Partition, Name: w.Name, Poll: w.Poll, Leave: w.Leave}
 	for i, p := range ps {
 		el := id + "_" + strconv.Itoa(i)
 		AppendLine(p.spec.LogPath, fmt.Sprintf("rewind: submitted to Slurm as job %s, element %d of job array %s of %d (%s)", el, i, id, len(ps), strings.Join(args[1:], " ")))
-		hs[i] = &SlurmHandle{JobID: el, spec: p.spec, job: job, start: now, arrayDir: dir, element: i}
+		hs[i] = &SlurmHandle{JobID: el, spec: p.spec, job: job, start: now, array: files, element: i}
 	}
 	return hs, nil
 }
@@ -257,24 +260,24 @@ func elementScript(p preparedSlurm) string {
 	return b.String()
 }
 
-// releaseElement removes the files of element i of the array in dir, and
-// dir once no element has any left.
-func releaseElement(dir string, i int) {
-	if dir == "" {
+// arrayFiles are the files of one array in dir; left counts its elements
+// whose files are still there.
+type arrayFiles struct {
+	dir  string
+	left atomic.Int64
+}
+
+// release removes the files of element i, and the array's directory with
+// its last element.
+func (a *arrayFiles) release(i int) {
+	if a == nil {
 		return
 	}
-	os.Remove(filepath.Join(dir, strconv.Itoa(i)+".sh"))
-	os.Remove(filepath.Join(dir, strconv.Itoa(i)+".out"))
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return
+	os.Remove(filepath.Join(a.dir, strconv.Itoa(i)+".sh"))
+	os.Remove(filepath.Join(a.dir, strconv.Itoa(i)+".out"))
+	if a.left.Add(-1) == 0 {
+		os.RemoveAll(a.dir)
 	}
-	for _, e := range ents {
-		if e.Name() != "nonces" {
-			return
-		}
-	}
-	os.RemoveAll(dir)
 }
 
 // arrayNonce is the nonce of element i of the array whose --comment is
