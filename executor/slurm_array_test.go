@@ -208,7 +208,7 @@ func TestSlurmArrayAdopt(t *testing.T) {
 
 // The pieces that need no Slurm.
 
-func TestParseSqueueLine(t *testing.T) {
+func TestSlurmParseSqueueLine(t *testing.T) {
 	id, j, ok := parseSqueueLine("636_4|641|FAILED|768|2026-12-03T13:38:28|NonZeroExitCode")
 	if !ok || id != "636_4" || j.ID != "641" || j.State != "FAILED" || j.ExitCode != 3 || j.Signal != 0 || j.Reason != "NonZeroExitCode" || j.StartTime.IsZero() {
 		t.Errorf("%q %+v %v", id, j, ok)
@@ -221,7 +221,7 @@ func TestParseSqueueLine(t *testing.T) {
 	}
 }
 
-func TestElementScript(t *testing.T) {
+func TestSlurmElementScript(t *testing.T) {
 	p := preparedSlurm{spec: Spec{Shell: "echo $A", Nonce: "ab"}, env: []string{"A=it's", "PATH=/bin"}, dir: "/w d"}
 	got := elementScript(p)
 	for _, want := range []string{"cd '/w d' || {", "export A='it'\\''s'\n", "export PATH='/bin'\n", "(eval 'echo $A')", "' 'ab ' \"$rc\""} {

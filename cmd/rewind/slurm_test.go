@@ -175,7 +175,7 @@ pipeline %q {
 // element by its array's job id and its index (the attempt's job id,
 // "ARRAYID_i"), records the outcome each had (exit 0 or 3, none lost) and
 // runs none of them again.
-func TestSchedulerKilledMidArrayAdopted(t *testing.T) {
+func TestSchedulerKilledMidSlurmArrayAdopted(t *testing.T) {
 	part := slurmtest.Partition(t)
 	t.Parallel()
 	name := fmt.Sprintf("array%d", time.Now().UnixNano()%1e9)
