@@ -88,6 +88,14 @@ run() {
   echo "$att $(echo "$t1 - $t0" | bc -l)"
 }
 
+# Every job stays in slurmctld for MinJobAge (an hour on the test cluster)
+# and counts against MaxJobCount; squeue's cost grows with them too, so
+# later rounds run against a fuller slurmctld than the first.
+max_jobs=$(scontrol show config | awk '$1 == "MaxJobCount" {print $3}')
+if [ $((rounds * (2 * n + base_n))) -gt "$max_jobs" ]; then
+  echo "warning: $rounds rounds submit $((rounds * (2 * n + base_n))) jobs, over MaxJobCount $max_jobs: sbatch will refuse some" >&2
+fi
+
 # floor COUNT: COUNT one-second jobs as bare job arrays (MaxArraySize at
 # most each), SLOTS at once at most; prints "jobs wall".
 max_array=$(scontrol show config | awk '$1 == "MaxArraySize" {print $3}')
