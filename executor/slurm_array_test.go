@@ -64,7 +64,8 @@ func TestSlurmArrayOutcomes(t *testing.T) {
 	for i, sh := range shells {
 		specs[i] = slurmSpec(t, sh)
 		specs[i].MemoryLimit = 50 << 20
-		specs[i].Timeout = 10 * time.Second
+		// Long enough for Slurm to catch the memory hog on a loaded machine.
+		specs[i].Timeout = 20 * time.Second
 	}
 	specs[2].Shell, specs[2].Argv = "", []string{"printf", "%s|", "a b", "$GREETING", "it's"}
 	arrays := t.TempDir()

@@ -209,7 +209,7 @@ pipeline "wave" {
   max_active_runs = 6
   task "work" {
     pool    = "small"
-    timeout = "8s"
+    timeout = "20s"   # long enough for Slurm to catch the memory hog on a loaded machine
     command = <<-EOT
       echo "$REWIND_DS $REWIND_POOL $SLURM_JOB_ID $SLURM_ARRAY_JOB_ID $SLURM_ARRAY_TASK_ID" >> jobs.log
       case "$REWIND_DS" in
