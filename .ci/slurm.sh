@@ -107,9 +107,12 @@ JobAcctGatherParams=OverMemoryKill
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 SchedulerType=sched/backfill
-# schedule a batch job at its submission, not up to 3 s later (the default
-# batch_sched_delay, meant for clusters that take thousands of jobs a second)
-SchedulerParameters=batch_sched_delay=0
+# batch_sched_delay=0: schedule a batch job at its submission, not up to
+# 3 s later (the default, meant for clusters that take thousands of jobs a
+# second). default_queue_depth=1000: a scheduling pass considers up to 1000
+# pending jobs (the default, 100, started at most 101 elements of a job
+# array per pass, leaving CPUs idle on a node with more: bench/slurm_arrays.sh)
+SchedulerParameters=batch_sched_delay=0,default_queue_depth=1000
 SlurmdParameters=config_overrides
 ReturnToService=2
 MinJobAge=3600

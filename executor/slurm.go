@@ -14,9 +14,10 @@ import (
 )
 
 // Slurm runs an attempt as a Slurm batch job rather than as a local process:
-// SubmitSlurm submits it with sbatch, Wait follows it with scontrol until it
-// ends, and AdoptSlurm follows a job that an earlier rewind submitted, by its
-// job id. The job's script is the local wrapper's protocol in a batch script:
+// SubmitSlurm submits it with sbatch, SubmitSlurmWave submits several as
+// job arrays (slurm_array.go), Wait follows it with squeue (slurm_poll.go)
+// until it ends, and AdoptSlurm follows a job that an earlier rewind
+// submitted, by its job id ("ARRAYID_i" for an element of an array). The job's script is the local wrapper's protocol in a batch script:
 // it runs the command, then writes the same status line
 // "[rewind] exit status <nonce> <rc>" to the attempt's log, which is the
 // job's output (stdout and stderr). Slurm enforces the job's memory (--mem)
@@ -45,10 +46,15 @@ type SlurmJob struct {
 
 // SlurmHandle is a submitted job.
 type SlurmHandle struct {
+	// JobID is the job's id: "ARRAYID_i" for element i of a job array.
 	JobID string
 	spec  Spec
 	job   SlurmJob
 	start time.Time
+	// array and element: the array's files and the element's index
+	// (SubmitSlurmWave); nil for a job of its own.
+	array   *arrayFiles
+	element int
 }
 
 // slurmTimeout bounds every Slurm command rewind runs.
@@ -66,44 +72,11 @@ const defaultSlurmPoll = time.Second
 // variables: nothing else of rewind's environment reaches the job. The job is never
 // requeued by Slurm: retries are rewind's.
 func SubmitSlurm(ctx context.Context, spec Spec, job SlurmJob) (*SlurmHandle, error) {
-	if spec.Shell == "" && len(spec.Argv) == 3 && spec.Argv[0] == "/bin/sh" && spec.Argv[1] == "-c" && spec.Argv[2] != "" {
-		spec.Shell, spec.Argv = spec.Argv[2], nil
-	}
-	switch {
-	case spec.Shell != "" && len(spec.Argv) > 0:
-		return nil, errors.New("both a shell command and argv")
-	case spec.Shell == "" && (len(spec.Argv) == 0 || spec.Argv[0] == ""):
-		return nil, errors.New("empty command")
-	case !validNonce(spec.Nonce):
-		return nil, errors.New("nonce: not hex digits")
-	case strings.ContainsAny(spec.LogPath, "%\\\n"):
-		// Slurm reads % and \ in --output as a filename pattern.
-		return nil, fmt.Errorf("log path %q: a Slurm job's output path cannot contain %%, \\ or a newline", spec.LogPath)
-	case !filepath.IsAbs(spec.LogPath):
-		return nil, fmt.Errorf("log path %q: a Slurm job's output path must be absolute", spec.LogPath)
-	}
-	if spec.Grace <= 0 {
-		spec.Grace = 10 * time.Second
-	}
-	env, err := environ(spec)
+	p, err := prepareSlurm(spec)
 	if err != nil {
 		return nil, err
 	}
-	dir := spec.Dir
-	if dir == "" {
-		if dir, err = os.Getwd(); err != nil {
-			return nil, err
-		}
-	}
-	if dir, err = filepath.Abs(dir); err != nil {
-		return nil, err
-	}
-	logfd, err := openLog(spec.LogPath)
-	if err != nil {
-		return nil, err
-	}
-	syscall.Close(logfd)
-
+	spec, env, dir := p.spec, p.env, p.dir
 	args := sbatchArgs(spec, job, dir)
 	out, err := Run(ctx, Command{
 		Argv: args, Env: sbatchEnv(os.Environ(), env), Stdin: strings.NewReader(slurmScript(spec)), Timeout: slurmTimeout,
@@ -121,6 +94,57 @@ func SubmitSlurm(ctx context.Context, spec Spec, job SlurmJob) (*SlurmHandle, er
 	}
 	AppendLine(spec.LogPath, fmt.Sprintf("rewind: submitted to Slurm as job %s (%s)", id, strings.Join(args[1:], " ")))
 	return &SlurmHandle{JobID: id, spec: spec, job: job, start: time.Now()}, nil
+}
+
+// preparedSlurm is an attempt checked and made ready for sbatch: its
+// environment, its absolute working directory, its log created.
+type preparedSlurm struct {
+	spec Spec
+	env  []string
+	dir  string
+}
+
+// prepareSlurm checks spec for Slurm, renders its environment and working
+// directory, and creates (truncates) its log.
+func prepareSlurm(spec Spec) (preparedSlurm, error) {
+	if spec.Shell == "" && len(spec.Argv) == 3 && spec.Argv[0] == "/bin/sh" && spec.Argv[1] == "-c" && spec.Argv[2] != "" {
+		spec.Shell, spec.Argv = spec.Argv[2], nil
+	}
+	switch {
+	case spec.Shell != "" && len(spec.Argv) > 0:
+		return preparedSlurm{}, errors.New("both a shell command and argv")
+	case spec.Shell == "" && (len(spec.Argv) == 0 || spec.Argv[0] == ""):
+		return preparedSlurm{}, errors.New("empty command")
+	case !validNonce(spec.Nonce):
+		return preparedSlurm{}, errors.New("nonce: not hex digits")
+	case strings.ContainsAny(spec.LogPath, "%\\\n"):
+		// Slurm reads % and \ in --output as a filename pattern.
+		return preparedSlurm{}, fmt.Errorf("log path %q: a Slurm job's output path cannot contain %%, \\ or a newline", spec.LogPath)
+	case !filepath.IsAbs(spec.LogPath):
+		return preparedSlurm{}, fmt.Errorf("log path %q: a Slurm job's output path must be absolute", spec.LogPath)
+	}
+	if spec.Grace <= 0 {
+		spec.Grace = 10 * time.Second
+	}
+	env, err := environ(spec)
+	if err != nil {
+		return preparedSlurm{}, err
+	}
+	dir := spec.Dir
+	if dir == "" {
+		if dir, err = os.Getwd(); err != nil {
+			return preparedSlurm{}, err
+		}
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return preparedSlurm{}, err
+	}
+	logfd, err := openLog(spec.LogPath)
+	if err != nil {
+		return preparedSlurm{}, err
+	}
+	syscall.Close(logfd)
+	return preparedSlurm{spec: spec, env: env, dir: dir}, nil
 }
 
 // sbatchEnv is the environment of sbatch, which it exports to the job: the
@@ -180,6 +204,13 @@ func slurmMinutes(d time.Duration) int {
 func slurmScript(spec Spec) string {
 	var b strings.Builder
 	b.WriteString("#!/bin/sh\n# rewind attempt\n")
+	writeSlurmCommand(&b, spec)
+	return b.String()
+}
+
+// writeSlurmCommand writes the attempt's command, then the status line with
+// its nonce and the exit with its status.
+func writeSlurmCommand(b *strings.Builder, spec Spec) {
 	if spec.Shell != "" {
 		// In a subshell, as the local shell wrapper runs it: the command's
 		// exit, exec and traps leave the status line to the script.
@@ -197,7 +228,6 @@ func slurmScript(spec Spec) string {
 		nonce += " "
 	}
 	b.WriteString("\nrc=$?\nprintf '\\n" + statusMarker + "%s%s\\n' '" + nonce + "' \"$rc\"\nexit \"$rc\"\n")
-	return b.String()
 }
 
 // ShellQuote quotes s as one word for /bin/sh.
@@ -228,11 +258,15 @@ func firstLine(b []byte) string {
 // Wait follows the job until it ends: see AdoptSlurm, which it is with
 // what SubmitSlurm knows.
 func (h *SlurmHandle) Wait(ctx context.Context) Result {
-	return AdoptSlurm(ctx, SlurmAdoptSpec{
+	res := AdoptSlurm(ctx, SlurmAdoptSpec{
 		JobID: h.JobID, LogPath: h.spec.LogPath, Nonce: h.spec.Nonce,
 		Timeout: h.spec.Timeout, MemoryLimit: h.spec.MemoryLimit, Grace: h.spec.Grace,
 		Poll: h.job.Poll, Leave: h.job.Leave, submitted: h.start,
 	})
+	if !res.Left {
+		h.array.release(h.element)
+	}
+	return res
 }
 
 // SlurmAdoptSpec is a Slurm job to follow, as recorded with its attempt.
@@ -258,6 +292,7 @@ type SlurmAdoptSpec struct {
 
 // slurmJob is what `scontrol show job` says of a job.
 type slurmJob struct {
+	ID        string // the job's own id (squeue's JobID; "" from scontrol)
 	State     string // COMPLETED, FAILED, RUNNING, ...
 	ExitCode  int    // the batch script's exit status
 	Signal    int    // the signal that killed it (0: none)
@@ -311,6 +346,8 @@ func parseJob(s string) (slurmJob, error) {
 			continue
 		}
 		switch k {
+		case "JobId":
+			j.ID = v
 		case "JobState":
 			j.State = v
 		case "Reason":
@@ -366,14 +403,22 @@ func AdoptSlurm(ctx context.Context, a SlurmAdoptSpec) Result {
 	stopped := false
 	jobPoller.add(a.JobID)
 	defer jobPoller.remove(a.JobID)
-	seen := "" // the state scontrol said last
+	seen := ""     // the state last read
+	named := false // whether the log names the element's own job id
 	for {
-		// squeue, shared with every other job of this process, says
-		// whether the state changed; scontrol reads the job when it did.
-		if state, listed, ok := jobPoller.state(bg, a.JobID, a.Poll/2); !ok || !listed || state != seen {
-			j, err := showJob(bg, a.JobID)
+		// squeue, shared with every other job of this process, says the
+		// job's state; scontrol reads the job when squeue cannot say.
+		if sj, listed, ok := jobPoller.state(bg, a.JobID, a.Poll/2); !ok || !listed || sj.State != seen {
+			j, err := sj, error(nil)
+			if !ok || !listed {
+				j, err = showJob(bg, a.JobID)
+			}
 			if err == nil {
 				seen = j.State
+				if !named && j.ID != "" && j.ID != a.JobID && (j.running() || j.terminal()) && strings.Contains(a.JobID, "_") {
+					named = true
+					AppendLine(a.LogPath, "rewind: Slurm job "+a.JobID+" runs as job "+j.ID)
+				}
 			}
 			switch {
 			case errors.Is(err, errUnknownJob):
@@ -554,15 +599,18 @@ func SlurmJobAlive(ctx context.Context, id string) (bool, error) {
 	return !j.terminal(), nil
 }
 
-// FindSlurmJob returns the id of the job that SubmitSlurm submitted for the
-// attempt with this nonce, among the jobs named name (any name for ""), or
+// FindSlurmJob returns the id of the job that SubmitSlurm (or
+// SubmitSlurmWave: "ARRAYID_i") submitted for the attempt with this nonce, among the jobs named name (any name for ""), or
 // "" if Slurm has none: for an attempt whose rewind died between sbatch and
 // recording the job id.
 func FindSlurmJob(ctx context.Context, name, nonce string) (string, error) {
 	if nonce == "" {
 		return "", nil
 	}
-	argv := []string{"squeue", "-h", "--states=all", "-o", "%i|%k"}
+	// --array: an element of a job array on a line of its own, as
+	// "ARRAYID_i"; its comment is its array's, which names the file of
+	// the elements' nonces.
+	argv := []string{"squeue", "-h", "--states=all", "--array", "-o", "%i|%k"}
 	if name != "" {
 		argv = append(argv, "--name="+name)
 	}
@@ -573,9 +621,16 @@ func FindSlurmJob(ctx context.Context, name, nonce string) (string, error) {
 	if !out.Success() {
 		return "", fmt.Errorf("squeue: %s: %s", out.Describe(), firstLine(out.Stderr))
 	}
+	read := map[string][]string{}
 	for _, line := range strings.Split(string(out.Stdout), "\n") {
 		id, comment, ok := strings.Cut(strings.TrimSpace(line), "|")
-		if ok && comment == "rewind:"+nonce && validJobID(id) {
+		if !ok || !validJobID(id) {
+			continue
+		}
+		if comment == "rewind:"+nonce {
+			return id, nil
+		}
+		if _, i, element := splitElement(id); element && arrayNonce(comment, i, read) == nonce {
 			return id, nil
 		}
 	}

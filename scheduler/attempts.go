@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -70,6 +71,8 @@ func (e *engine) startAll(ctx context.Context, claimed []claim) error {
 	bg := context.WithoutCancel(ctx)
 	started := make([]store.StartAttemptParams, 0, len(claimed))
 	var failed []completion
+	waves := map[string][]slurmStart{}
+	var waveOrder []string
 	for _, c := range claimed {
 		e.progress.Attempts++
 		if ctx.Err() != nil {
@@ -86,21 +89,13 @@ func (e *engine) startAll(ctx context.Context, claimed []claim) error {
 			continue
 		}
 		if pl := e.o.Workspace.Pools[c.attempt.Pool]; pl.Slurm() {
-			// A Slurm pool: the attempt is a batch job; its job id is
-			// recorded in place of a pid, and recovery adopts it by that id.
-			sh, err := executor.SubmitSlurm(bg, spec, executor.SlurmJob{
-				Partition: pl.Partition, Name: e.slurmJobName(c.node, c.attempt), Poll: slurmPoll,
-				Leave: e.o.LeaveSlurmJobs,
-			})
-			if err != nil {
-				failed = append(failed, e.launchError(c.attempt, err))
-				continue
+			// A Slurm pool: the attempt is a batch job, submitted with the
+			// others of its pool and pipeline in this pass (its wave).
+			key := c.attempt.Pool + "\x00" + c.node.run.p.def.Name
+			if waves[key] == nil {
+				waveOrder = append(waveOrder, key)
 			}
-			started = append(started, store.StartAttemptParams{AttemptID: c.attempt.ID, JobID: sh.JobID, Now: time.Now()})
-			att := c.attempt
-			att.JobID = sh.JobID
-			e.supervise(att.Pool)
-			e.watch(att, false, sh.Wait)
+			waves[key] = append(waves[key], slurmStart{c: c, spec: spec})
 			continue
 		}
 		h, err := executor.Start(spec)
@@ -112,6 +107,10 @@ func (e *engine) startAll(ctx context.Context, claimed []claim) error {
 		att := c.attempt
 		e.supervise(att.Pool)
 		e.watch(att, false, h.Wait)
+	}
+	for _, key := range waveOrder {
+		s, f := e.submitWave(bg, waves[key])
+		started, failed = append(started, s...), append(failed, f...)
 	}
 	e.pending = append(e.pending, failed...)
 	if len(started) == 0 {
@@ -125,6 +124,44 @@ func (e *engine) startAll(ctx context.Context, claimed []claim) error {
 		}
 		return nil
 	})
+}
+
+// slurmStart is a claimed attempt of a Slurm pool, ready to submit.
+type slurmStart struct {
+	c    claim
+	spec executor.Spec
+}
+
+// submitWave submits the attempts of one Slurm pool and pipeline that a
+// pass starts together: as job arrays (a wave of one as a job of its
+// own), each attempt an element whose id "ARRAYID_i" is recorded in place
+// of a pid; recovery adopts it by that id.
+func (e *engine) submitWave(ctx context.Context, wave []slurmStart) (started []store.StartAttemptParams, failed []completion) {
+	first := wave[0].c
+	pl := e.o.Workspace.Pools[first.attempt.Pool]
+	specs := make([]executor.Spec, len(wave))
+	names := make([]string, len(wave))
+	for i, w := range wave {
+		specs[i], names[i] = w.spec, e.slurmJobName(w.c.node, w.c.attempt)
+	}
+	w := executor.SlurmWave{
+		Partition: pl.Partition, Name: fmt.Sprintf("rewind:%s:%s:array", first.node.run.p.def.Name, pl.Name),
+		Dir: filepath.Join(e.o.Home, "slurm-arrays"), Poll: slurmPoll, Leave: e.o.LeaveSlurmJobs, Names: names,
+	}
+	handles, errs := executor.SubmitSlurmWave(ctx, specs, w)
+	for i, sw := range wave {
+		if errs[i] != nil {
+			failed = append(failed, e.launchError(sw.c.attempt, errs[i]))
+			continue
+		}
+		sh := handles[i]
+		started = append(started, store.StartAttemptParams{AttemptID: sw.c.attempt.ID, JobID: sh.JobID, Now: time.Now()})
+		att := sw.c.attempt
+		att.JobID = sh.JobID
+		e.supervise(att.Pool)
+		e.watch(att, false, sh.Wait)
+	}
+	return started, failed
 }
 
 func (e *engine) launchError(att store.Attempt, err error) completion {

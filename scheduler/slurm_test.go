@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -177,5 +178,129 @@ pipeline "sales" {
 		if want := pool + " " + partition + " " + cpus; env[ds] != want {
 			t.Errorf("%s: the job's environment says %q, want %q", ds, env[ds], want)
 		}
+	}
+}
+
+// The attempts of one Slurm pool that a pass starts go as one job array:
+// each element is its own attempt with its own job id ("ARRAYID_i"),
+// exit status, timeout and OOM; the element Slurm killed for memory is
+// escalated alone (a job of its own in the large pool), and the others
+// are not run again.
+func TestSlurmWaveIsOneArray(t *testing.T) {
+	part := slurmtest.Partition(t)
+	e := newEnv(t, fmt.Sprintf(`
+pool "small" {
+  executor        = "slurm"
+  partition       = %q
+  memory          = "100MiB"
+  slots           = 6
+  oom_escalate_to = "large"
+}
+pool "large" {
+  executor  = "slurm"
+  partition = "large"
+  memory    = "1GiB"
+  cpus      = 1
+}
+pipeline "wave" {
+  schedule        = "@daily"
+  start_date      = "2025-11-01"
+  end_date        = "2025-11-06"
+  max_active_runs = 6
+  task "work" {
+    pool    = "small"
+    timeout = "20s"   # long enough for Slurm to catch the memory hog on a loaded machine
+    command = <<-EOT
+      echo "$REWIND_DS $REWIND_POOL $SLURM_JOB_ID $SLURM_ARRAY_JOB_ID $SLURM_ARRAY_TASK_ID" >> jobs.log
+      case "$REWIND_DS" in
+      2025-11-02|2025-11-04) exit 3 ;;
+      2025-11-03) if [ "$REWIND_POOL" = small ]; then x=$(head -c 314572800 /dev/zero | tr '\0' a); sleep 60; fi ;;
+      2025-11-05) sleep 120 ;;
+      esac
+      echo "$REWIND_DS $REWIND_POOL done" >> ended.log
+    EOT
+  }
+}
+`, part))
+	e.run(scheduler.Options{Now: utc("2025-11-07T00:00:00Z")})
+	byDS := map[string][]store.Attempt{}
+	for _, r := range e.runs("wave") {
+		byDS[r.LogicalDate.Format("2006-01-02")] = r.Tasks[0].Attempts
+	}
+	if len(byDS) != 6 {
+		t.Fatalf("%d runs, want 6", len(byDS))
+	}
+	// Every first attempt is an element of one array, each at its own index.
+	array, indices := "", map[string]bool{}
+	for ds, as := range byDS {
+		if len(as) == 0 {
+			t.Fatalf("%s: no attempt", ds)
+		}
+		base, idx, ok := strings.Cut(as[0].JobID, "_")
+		if !ok || as[0].PID != 0 {
+			t.Errorf("%s: first attempt's job id %q (pid %d), want ARRAYID_INDEX", ds, as[0].JobID, as[0].PID)
+			continue
+		}
+		if array == "" {
+			array = base
+		}
+		if base != array || indices[idx] {
+			t.Errorf("%s: job %s: want an index of its own in array %s (%v)", ds, as[0].JobID, array, indices)
+		}
+		indices[idx] = true
+		// The log names its element and has the job's own output.
+		if b, err := os.ReadFile(as[0].LogPath); err != nil || !strings.Contains(string(b), "element "+idx+" of job array "+array) {
+			t.Errorf("%s: log of %s (%v):\n%s", ds, as[0].JobID, err, b)
+		}
+	}
+	want := map[string]struct {
+		attempts int
+		state    store.AttemptState
+		code     int
+	}{
+		"2025-11-01": {1, store.AttemptSuccess, 0},
+		"2025-11-02": {1, store.AttemptFailed, 3},
+		"2025-11-04": {1, store.AttemptFailed, 3},
+		"2025-11-06": {1, store.AttemptSuccess, 0},
+	}
+	for ds, w := range want {
+		as := byDS[ds]
+		if len(as) != w.attempts || as[0].State != w.state || as[0].ExitCode == nil || *as[0].ExitCode != w.code {
+			t.Errorf("%s: attempts %+v; want %d, %s with exit %d", ds, as, w.attempts, w.state, w.code)
+		}
+	}
+	if as := byDS["2025-11-05"]; len(as) != 1 || as[0].State != store.AttemptFailed || as[0].Signal != "timeout" {
+		t.Errorf("2025-11-05: attempts %+v; want one, failed by its timeout", as)
+	}
+	as := byDS["2025-11-03"]
+	if len(as) != 2 || as[0].State != store.AttemptOOM || as[1].State != store.AttemptSuccess || as[1].Pool != "large" {
+		t.Fatalf("2025-11-03: attempts %+v; want oom in small, then success in large", as)
+	}
+	if strings.Contains(as[1].JobID, "_") || as[1].JobID == "" {
+		t.Errorf("the escalated attempt's job %q: want a job of its own, not an element", as[1].JobID)
+	}
+	if b, err := os.ReadFile(as[0].LogPath); err != nil || !strings.Contains(string(b), "ran out of memory") {
+		t.Errorf("log of the oom element (%v):\n%s", err, b)
+	}
+	// Nothing but the escalated element ran twice: six elements, one more job.
+	started := e.events("jobs.log")
+	if len(started) != 7 {
+		t.Errorf("%d starts, want 7 (six elements and the escalated one):\n%s", len(started), strings.Join(started, "\n"))
+	}
+	ended := map[string]int{}
+	for _, l := range e.events("ended.log") {
+		ended[l]++
+	}
+	for _, l := range []string{"2025-11-01 small done", "2025-11-03 large done", "2025-11-06 small done"} {
+		if ended[l] != 1 {
+			t.Errorf("%q ended %d times, want once (%v)", l, ended[l], ended)
+		}
+	}
+	if len(ended) != 3 {
+		t.Errorf("ended: %v; want the two successes and the escalated one", ended)
+	}
+	// The array's files are gone with its last element.
+	if ents, err := os.ReadDir(filepath.Join(e.home, "slurm-arrays")); err == nil && len(ents) != 0 {
+		t.Errorf("%d array directories left after the run", len(ents))
 	}
 }

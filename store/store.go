@@ -230,7 +230,7 @@ type Attempt struct {
 	// status line.
 	Nonce string
 	// JobID is the Slurm job id of an attempt in a Slurm pool (its PID is
-	// then 0); "" for a local attempt.
+	// then 0), "ARRAYID_INDEX" for an element of a job array; "" if local.
 	JobID string
 }
 

@@ -169,3 +169,99 @@ pipeline %q {
 		}
 	}
 }
+
+// kill -9 of `rewind scheduler` in the middle of a job array: half of its
+// ten elements have ended, half still run. The next scheduler adopts every
+// element by its array's job id and its index (the attempt's job id,
+// "ARRAYID_i"), records the outcome each had (exit 0 or 3, none lost) and
+// runs none of them again.
+func TestSchedulerKilledMidSlurmArrayAdopted(t *testing.T) {
+	part := slurmtest.Partition(t)
+	t.Parallel()
+	name := fmt.Sprintf("array%d", time.Now().UnixNano()%1e9)
+	w := newWorkspace(t, map[string]string{"main.hcl": fmt.Sprintf(`
+pool "cluster" {
+  executor  = "slurm"
+  partition = %q
+  memory    = "64MiB"
+  cpus      = 1
+  slots     = 10
+}
+pipeline %q {
+  schedule        = "@daily"
+  start_date      = "2025-07-01"
+  end_date        = "2025-07-10"
+  max_active_runs = 10
+  task "t" {
+    pool    = "cluster"
+    timeout = "10m"
+    command = <<-EOT
+      echo "$REWIND_DS $SLURM_ARRAY_JOB_ID $SLURM_ARRAY_TASK_ID" >> started.log
+      case "$REWIND_DS" in
+      2025-07-0[1-5]) ;;
+      *) while [ ! -e release ]; do sleep 0.2; done ;;
+      esac
+      echo "$REWIND_DS" >> ended.log
+      case "$REWIND_DS" in 2025-07-03|2025-07-08) exit 3 ;; esac
+    EOT
+  }
+}
+`, part, name)})
+	first := w.start("scheduler", "--poll", "100ms")
+	waitFor(t, "10 elements to start and 5 to end", func() bool {
+		return len(w.lines("started.log")) == 10 && len(w.lines("ended.log")) == 5
+	})
+	first.kill9()
+	arrays := map[string]bool{}
+	for _, l := range w.lines("started.log") {
+		f := strings.Fields(l)
+		if len(f) != 3 || f[1] == "" {
+			t.Fatalf("started.log line %q: not an element of an array", l)
+		}
+		arrays[f[1]] = true
+	}
+	if len(arrays) != 1 {
+		t.Fatalf("the ten attempts ran in arrays %v, want one", arrays)
+	}
+
+	second := w.start("scheduler", "--poll", "100ms")
+	waitFor(t, "the 5 running elements to be adopted", func() bool {
+		return strings.Count(second.stderr.String(), "adopting the Slurm job of a previous rewind") >= 5
+	})
+	w.touch("release")
+	waitFor(t, "the 10 runs to finish", func() bool { return w.runsIn("success", "failed") == 10 })
+	second.term()
+	if jobs := slurmJobs(t, "rewind:"+name+":"); len(jobs) != 10 {
+		t.Errorf("%d Slurm jobs in all, want the 10 elements (none submitted again): %v", len(jobs), jobs)
+	}
+	element := map[string]string{} // ds -> ARRAYID_i, as the job saw itself
+	for _, l := range w.lines("started.log") {
+		f := strings.Fields(l)
+		element[f[0]] = f[1] + "_" + f[2]
+	}
+	if len(element) != 10 || len(w.lines("started.log")) != 10 {
+		t.Errorf("started: %v; want each of the 10 dates once", w.lines("started.log"))
+	}
+	for _, r := range w.runsJSON() {
+		ti := r.Tasks[0]
+		want, code := "success", 0
+		if r.DS == "2025-07-03" || r.DS == "2025-07-08" {
+			want, code = "failed", 3
+		}
+		if r.State != want || len(ti.Attempts) != 1 {
+			t.Errorf("%s: run %s with attempts %+v; want %s with its one attempt", r.DS, r.State, ti.Attempts, want)
+			continue
+		}
+		a := ti.Attempts[0]
+		if a.ExitCode == nil || *a.ExitCode != code {
+			t.Errorf("%s: exit code %v, want %d (the element's own)", r.DS, a.ExitCode, code)
+		}
+		b, err := os.ReadFile(a.LogPath)
+		if err != nil || !strings.Contains(string(b), "submitted to Slurm as job "+element[r.DS]+",") {
+			t.Errorf("%s: the attempt's log does not name its element %s (%v):\n%s", r.DS, element[r.DS], err, b)
+		}
+	}
+	if n := len(w.lines("ended.log")); n != 10 {
+		t.Errorf("%d elements ran to their end, want 10: %v", n, w.lines("ended.log"))
+	}
+}
