@@ -23,8 +23,7 @@ import (
 // directory is in another hierarchy), no process left, little memory still
 // charged (maxSpareResidue) and no OOM kill ever (memory.oom_control's
 // oom_kill cannot be reset).
-// Its memory limit is lifted and its peak and failcnt reset before it is
-// kept. A spare stays locked (lockCgroup) by the rewind that keeps it:
+// Its memory limit is lifted and its peak reset before it is kept. A spare stays locked (lockCgroup) by the rewind that keeps it:
 // one whose rewind died is removed by the next rewind as stale.
 
 // maxSpares bounds how many spare cgroups a rewind keeps.
@@ -108,7 +107,7 @@ func (c *cgroup) recycle() {
 }
 
 // resetCounters makes an empty v1 memory cgroup what a new one is: no
-// limit, peak and failcnt 0. It reports false for one that cannot be: a
+// limit, no OOM kill, peak at most maxSpareResidue. It reports false for one that cannot be: a
 // process or memory left in it, or an OOM kill counted.
 func (c *cgroup) resetCounters() bool {
 	if !c.empty() || c.usage() > maxSpareResidue || c.oomKills() != 0 {
@@ -125,10 +124,10 @@ func (c *cgroup) resetCounters() bool {
 		}
 		c.limit = 0
 	}
-	if writeCgroup(c.memory, "memory.max_usage_in_bytes", "0") != nil || writeCgroup(c.memory, "memory.failcnt", "0") != nil {
-		return false
-	}
-	return c.peak() <= maxSpareResidue
+	// Reset to the usage, at most maxSpareResidue. memory.failcnt needs
+	// no reset: oomKills is 0, and it is failcnt on kernels without an
+	// oom_kill counter.
+	return writeCgroup(c.memory, "memory.max_usage_in_bytes", "0") == nil
 }
 
 // DropSpareCgroups removes the spare cgroups this rewind keeps (at the end
