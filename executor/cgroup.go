@@ -311,18 +311,20 @@ func mkdirCgroup(dir string) error {
 }
 
 // removeStale removes the cgroups of attempts that are over: empty, older
-// than cgroupStaleAge, and held by no rewind.
+// than cgroupStaleAge, and held by no rewind; and the spare cgroups that no
+// rewind holds (cgroup_spare.go).
 func removeStale(base string) {
 	entries, err := os.ReadDir(base)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
-		if !e.IsDir() || !isCgroupName(e.Name()) {
+		spare := isSpareName(e.Name()) // locked by its rewind from the start
+		if !e.IsDir() || !isCgroupName(e.Name()) && !spare {
 			continue
 		}
 		dir := filepath.Join(base, e.Name())
-		if st, err := os.Stat(dir); err != nil || time.Since(st.ModTime()) < cgroupStaleAge {
+		if st, err := os.Stat(dir); err != nil || !spare && time.Since(st.ModTime()) < cgroupStaleAge {
 			continue
 		}
 		fd, ok := lockCgroup(dir)

@@ -36,13 +36,22 @@ type cgroup struct {
 	// limit is the memory limit in force (0: none known).
 	limit int64
 	lock  int // an fd of memory with an exclusive flock (-1: none)
+	// recyclable: made by this rewind for an attempt (cgroup v1, memory
+	// only), so that once its attempt is over it may be kept as a spare
+	// (recycle) rather than removed.
+	recyclable bool
 }
 
 // newCgroup makes the cgroup of an attempt, with its memory limit (0:
 // none) and CPU quota (0: none). A quota that cannot be set leaves the
 // cgroup without one, with cpuErr saying why.
 func (r *cgroupRoot) newCgroup(name string, memory int64, cpus int) (c *cgroup, cpuErr, err error) {
-	c = &cgroup{v2: r.v2, memory: filepath.Join(r.memory, name), lock: -1}
+	if cpus <= 0 && !r.v2 {
+		if c := r.reuse(name, memory); c != nil {
+			return c, nil, nil
+		}
+	}
+	c = &cgroup{v2: r.v2, memory: filepath.Join(r.memory, name), lock: -1, recyclable: !r.v2 && cpus <= 0}
 	if err := makeAttemptDir(c.memory); err != nil {
 		return nil, nil, err
 	}

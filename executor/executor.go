@@ -10,7 +10,9 @@
 // enters before it runs the command: the kernel enforces the attempt's
 // memory limit and CPU quota on every process of it, detached or not,
 // counts its peak memory and its OOM kills, and what is left of it when it
-// ends is found and killed there. Without cgroups, a watchdog samples the
+// ends is found and killed there; under cgroup v1 an emptied cgroup is kept
+// as a spare and renamed for a later attempt rather than made anew.
+// Without cgroups, a watchdog samples the
 // PSS of the attempt's processes and kills them over the limit. Enforcement
 // says which is in use.
 package executor

@@ -36,7 +36,7 @@ func supervise(ctx context.Context, w *watch, s supervision) Result {
 		if left {
 			s.cg.release()
 		} else {
-			s.cg.remove()
+			s.cg.recycle()
 		}
 	}()
 	if s.dog != nil {

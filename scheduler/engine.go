@@ -279,6 +279,7 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 	e.journal = openJournal(o.Home)
 	e.journaled = e.journal.read()
 	defer e.journal.close()
+	defer executor.DropSpareCgroups()
 	if e.epoch, err = e.base.Epoch(ctx); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -246,6 +247,11 @@ type notifier struct {
 	stopping atomic.Bool
 	cancel   context.CancelFunc // cancels the sends: an interrupt
 	done     chan struct{}
+	// quit is closed as the rounds stop (stop, finish): the goroutine
+	// waiting for its next tick ends at once, not up to notifyEvery later
+	// (every execution's end waited for it).
+	quit     chan struct{}
+	quitOnce sync.Once
 	missed   int
 	rounds   notify.Result
 }
@@ -260,7 +266,7 @@ const finalDelivery = 45 * time.Second
 // startNotifier looks for missed deadlines, then delivers in the
 // background until finish or stop.
 func startNotifier(ctx context.Context, o Options, owner string) *notifier {
-	n := &notifier{done: make(chan struct{})}
+	n := &notifier{done: make(chan struct{}), quit: make(chan struct{})}
 	n.d = &notify.Deliverer{Store: o.Store, Workspace: o.Workspace, Owner: owner + ":notify", Log: o.Log, Stopping: n.stopping.Load}
 	missed, err := CheckDeadlines(ctx, o.Store, o.Workspace, o.Now, o.Log)
 	if err != nil {
@@ -286,11 +292,18 @@ func startNotifier(ctx context.Context, o Options, owner string) *notifier {
 			select {
 			case <-sctx.Done():
 				return
+			case <-n.quit:
 			case <-t.C:
 			}
 		}
 	}()
 	return n
+}
+
+// halt tells the background rounds to stop after the one in flight.
+func (n *notifier) halt() {
+	n.stopping.Store(true)
+	n.quitOnce.Do(func() { close(n.quit) })
 }
 
 func (n *notifier) add(r notify.Result) {
@@ -302,7 +315,7 @@ func (n *notifier) add(r notify.Result) {
 
 // stop ends the background rounds and cancels a send in flight.
 func (n *notifier) stop() {
-	n.stopping.Store(true)
+	n.halt()
 	n.cancel()
 	<-n.done
 }
@@ -317,7 +330,7 @@ func (n *notifier) finish(ctx context.Context) NotifySummary {
 	defer cancel()
 	stopSends := context.AfterFunc(fctx, n.cancel)
 	defer stopSends()
-	n.stopping.Store(true)
+	n.halt()
 	<-n.done
 	n.stopping.Store(false)
 	r, err := n.d.Round(fctx)

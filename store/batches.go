@@ -59,20 +59,30 @@ func (s *sqlStore) SetBatches(ctx context.Context, p SetBatchesParams) error {
 // instance takes the state of the leader's instance of its task (skipped
 // when the leader has none).
 func finishCovered(ctx context.Context, c conn, leader int64, state RunState, now any) error {
-	if _, err := c.exec(ctx, `
-		UPDATE task_instances SET updated_at = $2, next_try_at = NULL,
-			state = COALESCE((SELECT l.state FROM task_instances l WHERE l.run_id = $1 AND l.task = task_instances.task), 'skipped')
-		WHERE run_id IN (SELECT id FROM runs WHERE batch_of = $1 AND state IN ('queued', 'running'))`, leader, now); err != nil {
+	if _, err := c.exec(ctx, finishCoveredTasksSQL, leader, now); err != nil {
 		return fmt.Errorf("covered runs of run %d: %w", leader, err)
 	}
-	if _, err := c.exec(ctx, `
-		UPDATE runs SET state = $2, ended_at = $3,
-			started_at = (SELECT l.started_at FROM runs l WHERE l.id = $1)
-		WHERE batch_of = $1 AND state IN ('queued', 'running')`, leader, string(state), now); err != nil {
+	if _, err := c.exec(ctx, finishCoveredRunsSQL, leader, string(state), now); err != nil {
 		return fmt.Errorf("covered runs of run %d: %w", leader, err)
 	}
 	return nil
 }
+
+// The covered runs are found through the partial index runs_batch_of,
+// which a query may use only when its WHERE implies the index's
+// "batch_of <> 0" (a leader's id never is 0): "batch_of = $1" alone, with
+// $1 unknown when the statement is prepared, scans every run of the state,
+// in every FinishRun.
+const (
+	finishCoveredTasksSQL = `
+		UPDATE task_instances SET updated_at = $2, next_try_at = NULL,
+			state = COALESCE((SELECT l.state FROM task_instances l WHERE l.run_id = $1 AND l.task = task_instances.task), 'skipped')
+		WHERE run_id IN (SELECT id FROM runs WHERE batch_of = $1 AND batch_of <> 0 AND state IN ('queued', 'running'))`
+	finishCoveredRunsSQL = `
+		UPDATE runs SET state = $2, ended_at = $3,
+			started_at = (SELECT l.started_at FROM runs l WHERE l.id = $1)
+		WHERE batch_of = $1 AND batch_of <> 0 AND state IN ('queued', 'running')`
+)
 
 // requeueCovered puts the finished runs covered by an unfinished leader of
 // the pipeline back to queued (their task instances scheduled): a cleared

@@ -28,6 +28,10 @@ func TestSQLiteQueryPlans(t *testing.T) {
 		{"TaskDurations", taskDurationsSQL(&sqliteDialect), []any{"p", 10, 5}, "SEARCH a USING COVERING INDEX attempts_task_state (task_instance_id=?"},
 		{"RunningAttempts", runningAttemptsSQL, nil, "SCAN a USING INDEX attempts_running"},
 		{"FinishRun", finishRunSQL, []any{"success", 1, 1}, "SEARCH runs USING INTEGER PRIMARY KEY"},
+		// Every FinishRun ends the runs its run covers: found by the
+		// partial index, never by a scan of every run.
+		{"FinishCoveredTasks", finishCoveredTasksSQL, []any{1, 1}, "SEARCH runs USING INDEX runs_batch_of (batch_of=?)"},
+		{"FinishCoveredRuns", finishCoveredRunsSQL, []any{1, "success", 1}, "SEARCH runs USING INDEX runs_batch_of (batch_of=?)"},
 		// The watermark seeks the first run of each open state, then the
 		// run before the earliest of them: never a pipeline's successes.
 		{"AdvanceWatermark", advanceWatermarkSQL, []any{"p"}, "SEARCH runs USING COVERING INDEX runs_pipeline_state ((pipeline,state,logical_unix)>(?,?,?))"},
