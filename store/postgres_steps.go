@@ -293,3 +293,159 @@ func (pgSteps) clearTasks(ctx context.Context, c conn, cond func(*args) string, 
 	}
 	return cleared, nil
 }
+
+// pgTaken maps the ids a set-wise statement returned back onto the items
+// (whose applied ids are unique).
+func pgTaken(rows *sql.Rows, err error, ids []int64, apply []bool) ([]bool, error) {
+	got, err := scanAll(rows, err, func(rows *sql.Rows) (int64, error) {
+		var id int64
+		return id, rows.Scan(&id)
+	})
+	if err != nil {
+		return nil, err
+	}
+	took := make(map[int64]bool, len(got))
+	for _, id := range got {
+		took[id] = true
+	}
+	ok := make([]bool, len(ids))
+	for i, id := range ids {
+		ok[i] = apply[i] && took[id]
+	}
+	return ok, nil
+}
+
+// pgNullNanos is a time as a nullable bigint array element.
+func pgNullNanos(t time.Time) *int64 {
+	if t.IsZero() {
+		return nil
+	}
+	n := nanos(t)
+	return &n
+}
+
+// admitRuns admits the applied runs in one guarded UPDATE.
+func (pgSteps) admitRuns(ctx context.Context, c conn, ps []AdmitRunParams, apply []bool) ([]bool, error) {
+	var ids []int64
+	var nows []*int64
+	all := make([]int64, len(ps))
+	for i, p := range ps {
+		all[i] = p.RunID
+		if apply[i] {
+			ids, nows = append(ids, p.RunID), append(nows, pgNullNanos(p.Now))
+		}
+	}
+	rows, err := c.query(ctx, `
+		UPDATE runs SET state = 'running', started_at = x.now, ended_at = NULL
+		FROM unnest($1::bigint[], $2::bigint[]) AS x (id, now)
+		WHERE runs.id = x.id AND runs.state = 'queued'
+		RETURNING runs.id`, ids, nows)
+	return pgTaken(rows, err, all, apply)
+}
+
+// finishRuns locks the applied runs' task instances FOR SHARE (in id
+// order), then, in one statement (a new snapshot, after the lock), finishes
+// those runs finishRunSQL's guards allow and ends the runs each one covers
+// with it (see finishCovered).
+func (pgSteps) finishRuns(ctx context.Context, c conn, ps []FinishRunParams, apply []bool) ([]bool, error) {
+	var ids []int64
+	var states []string
+	var nows []*int64
+	all := make([]int64, len(ps))
+	for i, p := range ps {
+		all[i] = p.RunID
+		if apply[i] {
+			ids, states, nows = append(ids, p.RunID), append(states, string(p.State)), append(nows, pgNullNanos(p.Now))
+		}
+	}
+	if _, err := c.exec(ctx, "SELECT 1 FROM task_instances WHERE run_id = ANY($1::bigint[]) ORDER BY id FOR SHARE", ids); err != nil {
+		return nil, fmt.Errorf("lock task instances: %w", err)
+	}
+	rows, err := c.query(ctx, `
+		WITH f AS (
+			UPDATE runs SET state = x.state, ended_at = x.now
+			FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS x (id, state, now)
+			WHERE runs.id = x.id AND runs.state IN ('queued', 'running')
+			  AND NOT EXISTS (SELECT 1 FROM task_instances ti WHERE ti.run_id = runs.id
+			                  AND ti.state IN ('scheduled', 'queued', 'running', 'up_for_retry'))
+			  AND (x.state <> 'success' OR NOT EXISTS (SELECT 1 FROM task_instances ti WHERE ti.run_id = runs.id
+			                                           AND ti.state NOT IN ('success', 'skipped')))
+			RETURNING runs.id, runs.state, runs.ended_at, runs.started_at
+		), cov AS (
+			SELECT r.id, f.id AS leader, f.state, f.ended_at, f.started_at
+			FROM runs r JOIN f ON r.batch_of = f.id
+			WHERE r.state IN ('queued', 'running')
+		), cov_tasks AS (
+			UPDATE task_instances t SET updated_at = cov.ended_at, next_try_at = NULL,
+				state = COALESCE((SELECT l.state FROM task_instances l WHERE l.run_id = cov.leader AND l.task = t.task), 'skipped')
+			FROM cov WHERE t.run_id = cov.id
+		), cov_runs AS (
+			UPDATE runs SET state = cov.state, ended_at = cov.ended_at, started_at = cov.started_at
+			FROM cov WHERE runs.id = cov.id AND runs.state IN ('queued', 'running')
+		)
+		SELECT id FROM f`, ids, states, nows)
+	return pgTaken(rows, err, all, apply)
+}
+
+// startAttempts records the applied attempts' processes in one guarded
+// UPDATE.
+func (pgSteps) startAttempts(ctx context.Context, c conn, ps []StartAttemptParams, apply []bool) ([]bool, error) {
+	var ids, pids, starts []int64
+	var jobs []string
+	var nows []*int64
+	all := make([]int64, len(ps))
+	for i, p := range ps {
+		all[i] = p.AttemptID
+		if apply[i] {
+			ids, pids, starts = append(ids, p.AttemptID), append(pids, int64(p.PID)), append(starts, int64(p.PIDStart))
+			jobs, nows = append(jobs, p.JobID), append(nows, pgNullNanos(p.Now))
+		}
+	}
+	rows, err := c.query(ctx, `
+		UPDATE attempts SET pid = x.pid, pid_start = x.pid_start, job_id = x.job_id, started_at = x.now
+		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[]) AS x (id, pid, pid_start, job_id, now)
+		WHERE attempts.id = x.id AND attempts.state = 'running' AND attempts.pid = 0 AND attempts.job_id = ''
+		  AND EXISTS (SELECT 1 FROM task_instances ti
+		              WHERE ti.id = attempts.task_instance_id AND ti.state = 'running'
+		                AND ti.try_number = attempts.try_number)
+		RETURNING attempts.id`, ids, pids, starts, jobs, nows)
+	return pgTaken(rows, err, all, apply)
+}
+
+// finishAttempts records the applied attempts' outcomes (guarded on the
+// attempt running) and moves each one's task instance if it still runs on
+// the attempt's try, in one statement.
+func (pgSteps) finishAttempts(ctx context.Context, c conn, ps []FinishAttemptParams, apply []bool) ([]bool, error) {
+	var ids, rss, fails []int64
+	var exits, nows, nexts []*int64
+	var states, signals, tstates []string
+	all := make([]int64, len(ps))
+	for i, p := range ps {
+		all[i] = p.AttemptID
+		if !apply[i] {
+			continue
+		}
+		var exit *int64
+		if p.ExitCode != nil {
+			e := int64(*p.ExitCode)
+			exit = &e
+		}
+		ids, rss, fails = append(ids, p.AttemptID), append(rss, p.PeakRSS), append(fails, boolInt(p.CountFailure))
+		exits, nows, nexts = append(exits, exit), append(nows, pgNullNanos(p.Now)), append(nexts, pgNullNanos(p.NextTryAt))
+		states, signals, tstates = append(states, string(p.State)), append(signals, p.Signal), append(tstates, string(p.TaskState))
+	}
+	rows, err := c.query(ctx, `
+		WITH a AS (
+			UPDATE attempts SET state = x.state, ended_at = x.now, exit_code = x.exit_code, signal = x.signal, peak_rss = x.peak_rss
+			FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::text[], $8::bigint[], $9::bigint[])
+			     AS x (id, state, now, exit_code, signal, peak_rss, task_state, failure, next_try_at)
+			WHERE attempts.id = x.id AND attempts.state = 'running'
+			RETURNING attempts.id, attempts.task_instance_id, attempts.try_number, x.task_state, x.failure, x.next_try_at, x.now
+		), t AS (
+			UPDATE task_instances ti
+			SET state = a.task_state, failures = ti.failures + a.failure, next_try_at = a.next_try_at, updated_at = a.now
+			FROM a WHERE ti.id = a.task_instance_id AND ti.state = 'running' AND ti.try_number = a.try_number
+		)
+		SELECT id FROM a`, ids, states, nows, exits, signals, rss, tstates, fails, nexts)
+	return pgTaken(rows, err, all, apply)
+}

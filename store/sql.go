@@ -91,6 +91,13 @@ type steps interface {
 	// scheduled and their finished runs back to queued; returns how many
 	// task instances it cleared.
 	clearTasks(ctx context.Context, c conn, cond func(*args) string, states []string, now any) (int, error)
+	// admitRuns, finishRuns, startAttempts and finishAttempts apply the
+	// items of a batch (many.go) marked in apply, each under its single
+	// operation's guards, and report which ones the guards took.
+	admitRuns(ctx context.Context, c conn, ps []AdmitRunParams, apply []bool) ([]bool, error)
+	finishRuns(ctx context.Context, c conn, ps []FinishRunParams, apply []bool) ([]bool, error)
+	startAttempts(ctx context.Context, c conn, ps []StartAttemptParams, apply []bool) ([]bool, error)
+	finishAttempts(ctx context.Context, c conn, ps []FinishAttemptParams, apply []bool) ([]bool, error)
 }
 
 // Close closes the backend's connections.

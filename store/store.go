@@ -16,7 +16,7 @@
 //
 // One implementation of Store serves both databases: each operation's Go
 // (checks, transaction, guards, scanning, errors) is written once, in
-// meta.go, runs.go, tasks.go, operator.go, claim.go, backfills.go,
+// meta.go, runs.go, tasks.go, many.go (batch forms), operator.go, claim.go, backfills.go,
 // probes.go, notifications.go and rename.go, over a backend (sqlite.go, postgres.go:
 // the transactions, their locking and fencing) and a dialect (dialect.go:
 // a table of what the two databases spell differently, and the few steps
@@ -354,25 +354,6 @@ type Backfill struct {
 	UpdatedAt  time.Time
 }
 
-// ProbeResult is a skew probe's measurement of one date, as the run that
-// routed the date recorded it: what the web view shows instead of running
-// the probe itself.
-type ProbeResult struct {
-	Pipeline string
-	// Task is "" for the pipeline's skew block, else the task whose own
-	// skew block has the probe.
-	Task        string
-	LogicalDate time.Time // carries the pipeline's offset
-	// Value is the number the probe printed; Median that of the date's
-	// reference dates. Both 0 when the probe failed.
-	Value, Median float64
-	// Error says why the probe failed ("" when it measured).
-	Error string
-	// Pool and Reason are the route the skew block gave the date then.
-	Pool, Reason string
-	MeasuredAt   time.Time
-}
-
 // Store is rewind's state. Implementations are safe for concurrent use by one
 // process and for use by several processes on the same state.
 //
@@ -452,6 +433,15 @@ type Store interface {
 	// success every one success or skipped. Otherwise ErrConflict (the
 	// caller re-reads); ErrNotFound for an unknown run.
 	FinishRun(ctx context.Context, p FinishRunParams) error
+	// AdmitRuns, FinishRuns, StartAttempts and FinishAttempts are the batch
+	// forms of AdmitRun, FinishRun, StartAttempt and FinishAttempt (the
+	// scheduler's pass): one transaction, in which errs[i] is what the
+	// single operation would have returned for ps[i] (nil, ErrConflict or
+	// ErrNotFound: nothing of that item written); err fails the whole call.
+	AdmitRuns(ctx context.Context, ps []AdmitRunParams) (errs []error, err error)
+	FinishRuns(ctx context.Context, ps []FinishRunParams) (errs []error, err error)
+	StartAttempts(ctx context.Context, ps []StartAttemptParams) (errs []error, err error)
+	FinishAttempts(ctx context.Context, ps []FinishAttemptParams) (errs []error, err error)
 
 	// ClaimTask claims one task instance by id (scheduled|up_for_retry ->
 	// running, with its attempt row). The scheduler uses EnqueueTasks and
