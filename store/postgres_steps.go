@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -212,31 +213,48 @@ func (pgSteps) claimCandidates(ctx context.Context, c conn, p ClaimReadyParams, 
 }
 
 // claimQueued moves the candidates queued -> running in one guarded UPDATE
-// and inserts their attempts in one statement; the claims come back in the
-// candidates' order.
+// and inserts their attempts (one nonce each, in the candidates' order) in
+// the same statement: one round trip while the pools' locks are held. The
+// claims come back in the candidates' order.
 func (pgSteps) claimQueued(ctx context.Context, c conn, p ClaimReadyParams, cands []claimCandidate) ([]ClaimedAttempt, error) {
-	ids := make([]int64, len(cands))
+	ids, nonces := make([]int64, len(cands)), make([]string, len(cands))
 	for i, cd := range cands {
-		ids[i] = cd.id
+		ids[i], nonces[i] = cd.id, newNonce()
 	}
 	rows, err := c.query(ctx, `
-		UPDATE task_instances ti SET state = 'running', try_number = ti.try_number + 1, updated_at = $2
-		FROM runs r
-		WHERE ti.id = ANY($1::bigint[]) AND ti.state = 'queued' AND r.id = ti.run_id
-		RETURNING ti.id, ti.try_number, ti.pool, ti.reason, ti.log_path, ti.task, ti.run_id,
-		          r.pipeline, r.kind, r.logical_date`,
-		ids, nullNanos(p.Now))
+		WITH u AS (
+			UPDATE task_instances ti SET state = 'running', try_number = ti.try_number + 1, updated_at = $2
+			FROM runs r
+			WHERE ti.id = ANY($1::bigint[]) AND ti.state = 'queued' AND r.id = ti.run_id
+			RETURNING ti.id, ti.try_number, ti.pool, ti.reason, ti.log_path, ti.task, ti.run_id,
+			          r.pipeline, r.kind, r.logical_date
+		), ins AS (
+			INSERT INTO attempts (task_instance_id, try_number, pool, state, host, pid, pid_start,
+			                      started_at, log_path, reason, owner, nonce)
+			SELECT u.id, u.try_number, u.pool, 'running', $3, 0, 0, $2,
+			       replace(u.log_path, '{try}', u.try_number::text), u.reason, $4, n.nonce
+			FROM u JOIN unnest($1::bigint[], $5::text[]) WITH ORDINALITY AS n (id, nonce, ord) ON n.id = u.id
+			ORDER BY n.ord
+			ON CONFLICT (task_instance_id, try_number) DO NOTHING
+			RETURNING id, task_instance_id, nonce
+		)
+		SELECT u.id, u.try_number, u.pool, u.reason, u.log_path, u.task, u.run_id, u.pipeline, u.kind, u.logical_date,
+		       COALESCE(ins.id, 0), COALESCE(ins.nonce, '')
+		FROM u LEFT JOIN ins ON ins.task_instance_id = u.id`,
+		ids, nullNanos(p.Now), p.Host, p.Owner, nonces)
 	claimed, err := scanAll(rows, err, func(rows *sql.Rows) (ClaimedAttempt, error) {
 		var (
 			ca            ClaimedAttempt
 			kind, logical string
 		)
 		if err := rows.Scan(&ca.TaskInstanceID, &ca.TryNumber, &ca.Pool, &ca.Reason, &ca.LogPath, &ca.Task, &ca.RunID,
-			&ca.Pipeline, &kind, &logical); err != nil {
+			&ca.Pipeline, &kind, &logical, &ca.ID, &ca.Nonce); err != nil {
 			return ca, err
 		}
 		ca.Kind = RunKind(kind)
 		ca.Host, ca.Owner = p.Host, p.Owner
+		ca.State, ca.StartedAt = AttemptRunning, stamp(p.Now)
+		ca.LogPath = strings.ReplaceAll(ca.LogPath, "{try}", strconv.Itoa(ca.TryNumber))
 		var err error
 		ca.LogicalDate, err = parseDate(logical)
 		return ca, err
@@ -246,6 +264,9 @@ func (pgSteps) claimQueued(ctx context.Context, c conn, p ClaimReadyParams, cand
 	}
 	byID := make(map[int64]ClaimedAttempt, len(claimed))
 	for _, ca := range claimed {
+		if ca.ID == 0 {
+			return nil, fmt.Errorf("store: claim ready: insert attempt: attempt %d exists: %w", ca.TryNumber, ErrConflict)
+		}
 		byID[ca.TaskInstanceID] = ca
 	}
 	out := make([]ClaimedAttempt, 0, len(byID))
@@ -253,13 +274,6 @@ func (pgSteps) claimQueued(ctx context.Context, c conn, p ClaimReadyParams, cand
 		if ca, ok := byID[cd.id]; ok {
 			out = append(out, ca)
 		}
-	}
-	as := make([]*Attempt, len(out))
-	for i := range out {
-		as[i] = &out[i].Attempt
-	}
-	if err := (pgSteps{}).insertAttempts(ctx, c, as, p.Now); err != nil {
-		return nil, fmt.Errorf("store: claim ready: %w", err)
 	}
 	return out, nil
 }
