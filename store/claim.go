@@ -29,13 +29,14 @@ func (s *sqlStore) EnqueueTasks(ctx context.Context, p EnqueueTasksParams) (int,
 }
 
 // claimCandidate is a queued task instance ClaimReady may take, with its
-// sort key.
+// sort key and its pool's free backfill slots.
 type claimCandidate struct {
-	id          int64
-	pool        string
-	backfill    bool
-	logicalUnix int64
-	priority    int
+	id           int64
+	pool         string
+	backfill     bool
+	logicalUnix  int64
+	priority     int
+	freeBackfill int
 }
 
 // poolRoom is what one pool can still take in a ClaimReady: free slots (at
@@ -74,25 +75,7 @@ func (s *sqlStore) ClaimReady(ctx context.Context, p ClaimReadyParams) ([]Claime
 		if err := s.d.steps.lockPools(ctx, c, p.Pools); err != nil {
 			return fmt.Errorf("store: claim ready: %w", err)
 		}
-		running, backfillRunning, err := runningByPool(ctx, c, p.Pools)
-		if err != nil {
-			return err
-		}
-		var rooms []poolRoom
-		freeBackfill := map[string]int{}
-		for _, pc := range p.Pools {
-			free := min(pc.Slots-running[pc.Name], p.Limit)
-			if free <= 0 {
-				continue
-			}
-			fb := pc.BackfillSlots - backfillRunning[pc.Name]
-			freeBackfill[pc.Name] = fb
-			rooms = append(rooms, poolRoom{pool: pc.Name, free: free, freeBackfill: fb})
-		}
-		if len(rooms) == 0 {
-			return nil
-		}
-		cands, err := s.d.steps.claimCandidates(ctx, c, p, rooms)
+		cands, err := s.d.steps.claimCandidates(ctx, c, p)
 		if err != nil {
 			return err
 		}
@@ -102,7 +85,7 @@ func (s *sqlStore) ClaimReady(ctx context.Context, p ClaimReadyParams) ([]Claime
 		kept := cands[:0]
 		for _, cd := range cands {
 			if cd.backfill {
-				if taken[cd.pool] >= freeBackfill[cd.pool] {
+				if taken[cd.pool] >= cd.freeBackfill {
 					continue
 				}
 				taken[cd.pool]++
@@ -152,6 +135,24 @@ func claimOrder(p ClaimReadyParams) string {
 		return "bf, CASE WHEN r.kind = 'backfill' THEN r.logical_unix END DESC, r.logical_unix, ti.priority, ti.id"
 	}
 	return "bf, r.logical_unix, ti.priority, ti.id"
+}
+
+// poolRooms reads what each pool of p can still take (runningByPool): the
+// pools with a free slot, each with at most p.Limit.
+func poolRooms(ctx context.Context, c conn, p ClaimReadyParams) ([]poolRoom, error) {
+	running, backfillRunning, err := runningByPool(ctx, c, p.Pools)
+	if err != nil {
+		return nil, err
+	}
+	var rooms []poolRoom
+	for _, pc := range p.Pools {
+		free := min(pc.Slots-running[pc.Name], p.Limit)
+		if free <= 0 {
+			continue
+		}
+		rooms = append(rooms, poolRoom{pool: pc.Name, free: free, freeBackfill: pc.BackfillSlots - backfillRunning[pc.Name]})
+	}
+	return rooms, nil
 }
 
 // runningByPool counts the running attempts of the given pools, and those of

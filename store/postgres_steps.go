@@ -175,13 +175,16 @@ func (pgSteps) lockPools(ctx context.Context, c conn, pools []PoolCapacity) erro
 	return nil
 }
 
-// claimCandidates reads every pool's candidates with one LATERAL query.
-func (pgSteps) claimCandidates(ctx context.Context, c conn, p ClaimReadyParams, rooms []poolRoom) ([]claimCandidate, error) {
-	names, frees, freeBackfs := make([]string, len(rooms)), make([]int64, len(rooms)), make([]int64, len(rooms))
-	for i, room := range rooms {
-		names[i], frees[i], freeBackfs[i] = room.pool, int64(room.free), int64(room.freeBackfill)
+// claimCandidates reads the pools' room and every pool's candidates in
+// one statement (after lockPools, so the counts of running attempts cannot
+// change before the commit): the running attempts per pool, the room that
+// leaves, then a LATERAL query per pool with room.
+func (pgSteps) claimCandidates(ctx context.Context, c conn, p ClaimReadyParams) ([]claimCandidate, error) {
+	names, slots, backfillSlots := make([]string, len(p.Pools)), make([]int64, len(p.Pools)), make([]int64, len(p.Pools))
+	for i, pc := range p.Pools {
+		names[i], slots[i], backfillSlots[i] = pc.Name, int64(pc.Slots), int64(pc.BackfillSlots)
 	}
-	a := args{names, frees, freeBackfs}
+	a := args{names, slots, backfillSlots, int64(p.Limit)}
 	conds := []string{"ti.state = 'queued'", "ti.pool = pc.pool"}
 	if len(p.Pipelines) > 0 {
 		conds = append(conds, c.d.in(&a, "r.pipeline", p.Pipelines))
@@ -192,19 +195,33 @@ func (pgSteps) claimCandidates(ctx context.Context, c conn, p ClaimReadyParams, 
 		conds = append(conds, "(r.kind <> 'backfill' OR (pc.free_backfill > 0 AND r.backfill_id = "+a.add(p.BackfillID)+"))")
 	}
 	rows, err := c.query(ctx, `
-		SELECT c.id, pc.pool, c.bf, c.logical_unix, c.priority
-		FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS pc (pool, free, free_backfill)
+		WITH busy AS (
+			SELECT a.pool, COUNT(*) AS n, SUM(CASE WHEN r.kind = 'backfill' THEN 1 ELSE 0 END) AS bf
+			FROM attempts a
+			JOIN task_instances ti ON ti.id = a.task_instance_id
+			JOIN runs r ON r.id = ti.run_id
+			WHERE a.state = 'running' AND a.pool = ANY($1::text[])
+			GROUP BY a.pool
+		), room AS (
+			SELECT x.pool, LEAST(x.slots - COALESCE(busy.n, 0), $4) AS free,
+			       x.backfill_slots - COALESCE(busy.bf, 0) AS free_backfill
+			FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS x (pool, slots, backfill_slots)
+			LEFT JOIN busy ON busy.pool = x.pool
+			WHERE x.slots - COALESCE(busy.n, 0) > 0
+		)
+		SELECT c.id, pc.pool, c.bf, c.logical_unix, c.priority, pc.free_backfill
+		FROM room AS pc
 		CROSS JOIN LATERAL (
 			SELECT ti.id, r.kind = 'backfill' AS bf, r.logical_unix, ti.priority
 			FROM task_instances ti
 			JOIN runs r ON r.id = ti.run_id
 			WHERE `+strings.Join(conds, " AND ")+`
 			ORDER BY `+claimOrder(p)+`
-			LIMIT pc.free
+			LIMIT GREATEST(pc.free, 0)
 		) AS c`, a...)
 	out, err := scanAll(rows, err, func(rows *sql.Rows) (claimCandidate, error) {
 		var cd claimCandidate
-		return cd, rows.Scan(&cd.id, &cd.pool, &cd.backfill, &cd.logicalUnix, &cd.priority)
+		return cd, rows.Scan(&cd.id, &cd.pool, &cd.backfill, &cd.logicalUnix, &cd.priority, &cd.freeBackfill)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: claim ready: candidates: %w", err)

@@ -80,9 +80,10 @@ type steps interface {
 	// lockPools serializes claimers of the same pools (nothing in SQLite,
 	// whose writer holds the whole database).
 	lockPools(ctx context.Context, c conn, pools []PoolCapacity) error
-	// claimCandidates reads, per pool with room, its first room.free queued
-	// task instances in claim order.
-	claimCandidates(ctx context.Context, c conn, p ClaimReadyParams, rooms []poolRoom) ([]claimCandidate, error)
+	// claimCandidates reads what each pool can still take (poolRooms) and,
+	// per pool with room, its first room.free queued task instances in
+	// claim order, each with its pool's free backfill slots.
+	claimCandidates(ctx context.Context, c conn, p ClaimReadyParams) ([]claimCandidate, error)
 	// claimQueued moves the candidates queued -> running (guarded) and
 	// inserts their attempts; those no longer queued are skipped.
 	claimQueued(ctx context.Context, c conn, p ClaimReadyParams, cands []claimCandidate) ([]ClaimedAttempt, error)

@@ -145,9 +145,13 @@ func (sqliteSteps) enqueue(ctx context.Context, c conn, p EnqueueTasksParams) (i
 // lockPools does nothing: the transaction holds the write lock already.
 func (sqliteSteps) lockPools(context.Context, conn, []PoolCapacity) error { return nil }
 
-// claimCandidates reads each pool's candidates with its own query, in
-// claim order, LIMIT its free slots.
-func (sqliteSteps) claimCandidates(ctx context.Context, c conn, p ClaimReadyParams, rooms []poolRoom) ([]claimCandidate, error) {
+// claimCandidates reads the pools' room (poolRooms), then each pool's
+// candidates with its own query, in claim order, LIMIT its free slots.
+func (sqliteSteps) claimCandidates(ctx context.Context, c conn, p ClaimReadyParams) ([]claimCandidate, error) {
+	rooms, err := poolRooms(ctx, c, p)
+	if err != nil {
+		return nil, err
+	}
 	var out []claimCandidate
 	for _, room := range rooms {
 		a := args{room.pool}
@@ -168,7 +172,7 @@ func (sqliteSteps) claimCandidates(ctx context.Context, c conn, p ClaimReadyPara
 			ORDER BY `+claimOrder(p)+`
 			LIMIT `+a.add(room.free), a...)
 		got, err := scanAll(rows, err, func(rows *sql.Rows) (claimCandidate, error) {
-			cd := claimCandidate{pool: room.pool}
+			cd := claimCandidate{pool: room.pool, freeBackfill: room.freeBackfill}
 			var bf int
 			err := rows.Scan(&cd.id, &bf, &cd.logicalUnix, &cd.priority)
 			cd.backfill = bf == 1
