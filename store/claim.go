@@ -75,38 +75,34 @@ func (s *sqlStore) ClaimReady(ctx context.Context, p ClaimReadyParams) ([]Claime
 		if err := s.d.steps.lockPools(ctx, c, p.Pools); err != nil {
 			return fmt.Errorf("store: claim ready: %w", err)
 		}
-		cands, err := s.d.steps.claimCandidates(ctx, c, p)
-		if err != nil {
-			return err
-		}
-		// Per pool, backfill candidates come last in the order: drop those
-		// beyond the pool's free backfill slots.
-		taken := map[string]int{}
-		kept := cands[:0]
-		for _, cd := range cands {
-			if cd.backfill {
-				if taken[cd.pool] >= cd.freeBackfill {
-					continue
-				}
-				taken[cd.pool]++
-			}
-			kept = append(kept, cd)
-		}
-		cands = kept
-		sort.SliceStable(cands, func(i, j int) bool { return claimBefore(cands[i], cands[j], p.ReverseBackfill) })
-		if len(cands) > p.Limit {
-			cands = cands[:p.Limit]
-		}
-		if len(cands) == 0 {
-			return nil
-		}
-		out, err = s.d.steps.claimQueued(ctx, c, p, cands)
+		var err error
+		out, err = s.d.steps.claim(ctx, c, p)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// pickCandidates is ClaimReady's choice among the pools' candidates (each
+// pool's in claim order): per pool, the backfill ones (last in its order)
+// beyond its free backfill slots are dropped; the rest are merged in claim
+// order (claimBefore) and the first p.Limit kept.
+func pickCandidates(p ClaimReadyParams, cands []claimCandidate) []claimCandidate {
+	taken := map[string]int{}
+	kept := cands[:0]
+	for _, cd := range cands {
+		if cd.backfill {
+			if taken[cd.pool] >= cd.freeBackfill {
+				continue
+			}
+			taken[cd.pool]++
+		}
+		kept = append(kept, cd)
+	}
+	sort.SliceStable(kept, func(i, j int) bool { return claimBefore(kept[i], kept[j], p.ReverseBackfill) })
+	return kept[:min(len(kept), p.Limit)]
 }
 
 // claimBefore is ClaimReady's order: scheduled and manual runs before

@@ -175,16 +175,29 @@ func (pgSteps) lockPools(ctx context.Context, c conn, pools []PoolCapacity) erro
 	return nil
 }
 
-// claimCandidates reads the pools' room and every pool's candidates in
-// one statement (after lockPools, so the counts of running attempts cannot
-// change before the commit): the running attempts per pool, the room that
-// leaves, then a LATERAL query per pool with room.
-func (pgSteps) claimCandidates(ctx context.Context, c conn, p ClaimReadyParams) ([]claimCandidate, error) {
+// claim is ClaimReady after the pools' locks in one statement (a snapshot
+// taken after the locks, so the running attempts it counts cannot change
+// before the commit), so that the stretch every claimer of the pool waits
+// for is one round trip and the commit:
+//   - busy, room: the running attempts per pool and the room they leave;
+//   - cand: per pool with room, its first queued task instances in claim
+//     order (a LATERAL query, LIMIT its room);
+//   - pick: pickCandidates in SQL: per pool, its backfill candidates beyond
+//     its free backfill slots dropped, then the first Limit in claim
+//     order (claimBefore), numbered in that order;
+//   - u, ins: the guarded UPDATE queued -> running and the attempts'
+//     INSERT, with the nonces made beforehand (the pick's number is the
+//     index of its nonce), in the pick's order.
+func (pgSteps) claim(ctx context.Context, c conn, p ClaimReadyParams) ([]ClaimedAttempt, error) {
 	names, slots, backfillSlots := make([]string, len(p.Pools)), make([]int64, len(p.Pools)), make([]int64, len(p.Pools))
 	for i, pc := range p.Pools {
 		names[i], slots[i], backfillSlots[i] = pc.Name, int64(pc.Slots), int64(pc.BackfillSlots)
 	}
-	a := args{names, slots, backfillSlots, int64(p.Limit)}
+	nonces := make([]string, p.Limit)
+	for i := range nonces {
+		nonces[i] = newNonce()
+	}
+	a := args{names, slots, backfillSlots, int64(p.Limit), nullNanos(p.Now), p.Host, p.Owner, nonces}
 	conds := []string{"ti.state = 'queued'", "ti.pool = pc.pool"}
 	if len(p.Pipelines) > 0 {
 		conds = append(conds, c.d.in(&a, "r.pipeline", p.Pipelines))
@@ -193,6 +206,10 @@ func (pgSteps) claimCandidates(ctx context.Context, c conn, p ClaimReadyParams) 
 		conds = append(conds, "r.kind <> 'backfill'")
 	} else {
 		conds = append(conds, "(r.kind <> 'backfill' OR (pc.free_backfill > 0 AND r.backfill_id = "+a.add(p.BackfillID)+"))")
+	}
+	order := "logical_unix, priority, id" // claimBefore, within bf
+	if p.ReverseBackfill {
+		order = "CASE WHEN bf THEN logical_unix END DESC, " + order
 	}
 	rows, err := c.query(ctx, `
 		WITH busy AS (
@@ -208,58 +225,44 @@ func (pgSteps) claimCandidates(ctx context.Context, c conn, p ClaimReadyParams) 
 			FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS x (pool, slots, backfill_slots)
 			LEFT JOIN busy ON busy.pool = x.pool
 			WHERE x.slots - COALESCE(busy.n, 0) > 0
-		)
-		SELECT c.id, pc.pool, c.bf, c.logical_unix, c.priority, pc.free_backfill
-		FROM room AS pc
-		CROSS JOIN LATERAL (
-			SELECT ti.id, r.kind = 'backfill' AS bf, r.logical_unix, ti.priority
-			FROM task_instances ti
-			JOIN runs r ON r.id = ti.run_id
-			WHERE `+strings.Join(conds, " AND ")+`
-			ORDER BY `+claimOrder(p)+`
-			LIMIT GREATEST(pc.free, 0)
-		) AS c`, a...)
-	out, err := scanAll(rows, err, func(rows *sql.Rows) (claimCandidate, error) {
-		var cd claimCandidate
-		return cd, rows.Scan(&cd.id, &cd.pool, &cd.backfill, &cd.logicalUnix, &cd.priority, &cd.freeBackfill)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: claim ready: candidates: %w", err)
-	}
-	return out, nil
-}
-
-// claimQueued moves the candidates queued -> running in one guarded UPDATE
-// and inserts their attempts (one nonce each, in the candidates' order) in
-// the same statement: one round trip while the pools' locks are held. The
-// claims come back in the candidates' order.
-func (pgSteps) claimQueued(ctx context.Context, c conn, p ClaimReadyParams, cands []claimCandidate) ([]ClaimedAttempt, error) {
-	ids, nonces := make([]int64, len(cands)), make([]string, len(cands))
-	for i, cd := range cands {
-		ids[i], nonces[i] = cd.id, newNonce()
-	}
-	rows, err := c.query(ctx, `
-		WITH u AS (
-			UPDATE task_instances ti SET state = 'running', try_number = ti.try_number + 1, updated_at = $2
-			FROM runs r
-			WHERE ti.id = ANY($1::bigint[]) AND ti.state = 'queued' AND r.id = ti.run_id
+		), cand AS (
+			SELECT c.id, pc.pool, c.bf, c.logical_unix, c.priority, pc.free_backfill
+			FROM room AS pc
+			CROSS JOIN LATERAL (
+				SELECT ti.id, r.kind = 'backfill' AS bf, r.logical_unix, ti.priority
+				FROM task_instances ti
+				JOIN runs r ON r.id = ti.run_id
+				WHERE `+strings.Join(conds, " AND ")+`
+				ORDER BY `+claimOrder(p)+`
+				LIMIT GREATEST(pc.free, 0)
+			) AS c
+		), pick AS (
+			SELECT id, row_number() OVER (ORDER BY bf, `+order+`) AS ord
+			FROM (SELECT cand.*, row_number() OVER (PARTITION BY pool, bf ORDER BY `+order+`) AS nth FROM cand) AS k
+			WHERE NOT bf OR nth <= free_backfill
+			ORDER BY bf, `+order+`
+			LIMIT $4
+		), u AS (
+			UPDATE task_instances ti SET state = 'running', try_number = ti.try_number + 1, updated_at = $5
+			FROM runs r, pick
+			WHERE ti.id = pick.id AND ti.state = 'queued' AND r.id = ti.run_id
 			RETURNING ti.id, ti.try_number, ti.pool, ti.reason, ti.log_path, ti.task, ti.run_id,
-			          r.pipeline, r.kind, r.logical_date
+			          r.pipeline, r.kind, r.logical_date, pick.ord
 		), ins AS (
 			INSERT INTO attempts (task_instance_id, try_number, pool, state, host, pid, pid_start,
 			                      started_at, log_path, reason, owner, nonce)
-			SELECT u.id, u.try_number, u.pool, 'running', $3, 0, 0, $2,
-			       replace(u.log_path, '{try}', u.try_number::text), u.reason, $4, n.nonce
-			FROM u JOIN unnest($1::bigint[], $5::text[]) WITH ORDINALITY AS n (id, nonce, ord) ON n.id = u.id
-			ORDER BY n.ord
+			SELECT u.id, u.try_number, u.pool, 'running', $6, 0, 0, $5,
+			       replace(u.log_path, '{try}', u.try_number::text), u.reason, $7, ($8::text[])[u.ord]
+			FROM u
+			ORDER BY u.ord
 			ON CONFLICT (task_instance_id, try_number) DO NOTHING
 			RETURNING id, task_instance_id, nonce
 		)
 		SELECT u.id, u.try_number, u.pool, u.reason, u.log_path, u.task, u.run_id, u.pipeline, u.kind, u.logical_date,
 		       COALESCE(ins.id, 0), COALESCE(ins.nonce, '')
-		FROM u LEFT JOIN ins ON ins.task_instance_id = u.id`,
-		ids, nullNanos(p.Now), p.Host, p.Owner, nonces)
-	claimed, err := scanAll(rows, err, func(rows *sql.Rows) (ClaimedAttempt, error) {
+		FROM u LEFT JOIN ins ON ins.task_instance_id = u.id
+		ORDER BY u.ord`, a...)
+	out, err := scanAll(rows, err, func(rows *sql.Rows) (ClaimedAttempt, error) {
 		var (
 			ca            ClaimedAttempt
 			kind, logical string
@@ -279,17 +282,9 @@ func (pgSteps) claimQueued(ctx context.Context, c conn, p ClaimReadyParams, cand
 	if err != nil {
 		return nil, fmt.Errorf("store: claim ready: %w", err)
 	}
-	byID := make(map[int64]ClaimedAttempt, len(claimed))
-	for _, ca := range claimed {
+	for _, ca := range out {
 		if ca.ID == 0 {
 			return nil, fmt.Errorf("store: claim ready: insert attempt: attempt %d exists: %w", ca.TryNumber, ErrConflict)
-		}
-		byID[ca.TaskInstanceID] = ca
-	}
-	out := make([]ClaimedAttempt, 0, len(byID))
-	for _, cd := range cands {
-		if ca, ok := byID[cd.id]; ok {
-			out = append(out, ca)
 		}
 	}
 	return out, nil

@@ -80,13 +80,12 @@ type steps interface {
 	// lockPools serializes claimers of the same pools (nothing in SQLite,
 	// whose writer holds the whole database).
 	lockPools(ctx context.Context, c conn, pools []PoolCapacity) error
-	// claimCandidates reads what each pool can still take (poolRooms) and,
-	// per pool with room, its first room.free queued task instances in
-	// claim order, each with its pool's free backfill slots.
-	claimCandidates(ctx context.Context, c conn, p ClaimReadyParams) ([]claimCandidate, error)
-	// claimQueued moves the candidates queued -> running (guarded) and
-	// inserts their attempts; those no longer queued are skipped.
-	claimQueued(ctx context.Context, c conn, p ClaimReadyParams, cands []claimCandidate) ([]ClaimedAttempt, error)
+	// claim is ClaimReady after the pools' locks: it reads what each pool
+	// can still take (poolRooms), per pool with room its first queued task
+	// instances in claim order, picks among them (pickCandidates), and
+	// moves those queued -> running (guarded) with their attempts, in the
+	// candidates' order; those no longer queued are skipped.
+	claim(ctx context.Context, c conn, p ClaimReadyParams) ([]ClaimedAttempt, error)
 	// clearTasks puts the task instances that match cond (on
 	// task_instances ti JOIN runs r; their state is one of states) back to
 	// scheduled and their finished runs back to queued; returns how many

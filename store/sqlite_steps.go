@@ -145,6 +145,20 @@ func (sqliteSteps) enqueue(ctx context.Context, c conn, p EnqueueTasksParams) (i
 // lockPools does nothing: the transaction holds the write lock already.
 func (sqliteSteps) lockPools(context.Context, conn, []PoolCapacity) error { return nil }
 
+// claim reads the candidates (claimCandidates), picks among them in Go
+// (pickCandidates) and claims them (claimQueued).
+func (st sqliteSteps) claim(ctx context.Context, c conn, p ClaimReadyParams) ([]ClaimedAttempt, error) {
+	cands, err := st.claimCandidates(ctx, c, p)
+	if err != nil || len(cands) == 0 {
+		return nil, err
+	}
+	cands = pickCandidates(p, cands)
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	return st.claimQueued(ctx, c, p, cands)
+}
+
 // claimCandidates reads the pools' room (poolRooms), then each pool's
 // candidates with its own query, in claim order, LIMIT its free slots.
 func (sqliteSteps) claimCandidates(ctx context.Context, c conn, p ClaimReadyParams) ([]claimCandidate, error) {
