@@ -369,6 +369,33 @@ func (pgSteps) admitRuns(ctx context.Context, c conn, ps []AdmitRunParams, apply
 	return pgTaken(rows, err, all, apply)
 }
 
+// pgFinishRunsSQL finishes the runs $1 as $2 at $3 that finishRunSQL's
+// guards allow, and ends the runs each one covers with it (finishCovered's
+// two statements, for those runs); it returns the runs it finished.
+const pgFinishRunsSQL = `
+		WITH f AS (
+			UPDATE runs SET state = x.state, ended_at = x.now
+			FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS x (id, state, now)
+			WHERE runs.id = x.id AND runs.state IN ('queued', 'running')
+			  AND NOT EXISTS (SELECT 1 FROM task_instances ti WHERE ti.run_id = runs.id
+			                  AND ti.state IN ('scheduled', 'queued', 'running', 'up_for_retry'))
+			  AND (x.state <> 'success' OR NOT EXISTS (SELECT 1 FROM task_instances ti WHERE ti.run_id = runs.id
+			                                           AND ti.state NOT IN ('success', 'skipped')))
+			RETURNING runs.id, runs.state, runs.ended_at, runs.started_at
+		), cov AS (
+			SELECT r.id, f.id AS leader, f.state, f.ended_at, f.started_at
+			FROM runs r JOIN f ON r.batch_of = f.id
+			WHERE r.batch_of <> 0 AND r.state IN ('queued', 'running') -- the partial index runs_batch_of
+		), cov_tasks AS (
+			UPDATE task_instances t SET updated_at = cov.ended_at, next_try_at = NULL,
+				state = COALESCE((SELECT l.state FROM task_instances l WHERE l.run_id = cov.leader AND l.task = t.task), 'skipped')
+			FROM cov WHERE t.run_id = cov.id
+		), cov_runs AS (
+			UPDATE runs SET state = cov.state, ended_at = cov.ended_at, started_at = cov.started_at
+			FROM cov WHERE runs.id = cov.id AND runs.state IN ('queued', 'running')
+		)
+		SELECT id FROM f`
+
 // finishRuns locks the applied runs' task instances FOR SHARE (in id
 // order), then, in one statement (a new snapshot, after the lock), finishes
 // those runs finishRunSQL's guards allow and ends the runs each one covers
@@ -387,29 +414,7 @@ func (pgSteps) finishRuns(ctx context.Context, c conn, ps []FinishRunParams, app
 	if _, err := c.exec(ctx, "SELECT 1 FROM task_instances WHERE run_id = ANY($1::bigint[]) ORDER BY id FOR SHARE", ids); err != nil {
 		return nil, fmt.Errorf("lock task instances: %w", err)
 	}
-	rows, err := c.query(ctx, `
-		WITH f AS (
-			UPDATE runs SET state = x.state, ended_at = x.now
-			FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS x (id, state, now)
-			WHERE runs.id = x.id AND runs.state IN ('queued', 'running')
-			  AND NOT EXISTS (SELECT 1 FROM task_instances ti WHERE ti.run_id = runs.id
-			                  AND ti.state IN ('scheduled', 'queued', 'running', 'up_for_retry'))
-			  AND (x.state <> 'success' OR NOT EXISTS (SELECT 1 FROM task_instances ti WHERE ti.run_id = runs.id
-			                                           AND ti.state NOT IN ('success', 'skipped')))
-			RETURNING runs.id, runs.state, runs.ended_at, runs.started_at
-		), cov AS (
-			SELECT r.id, f.id AS leader, f.state, f.ended_at, f.started_at
-			FROM runs r JOIN f ON r.batch_of = f.id
-			WHERE r.state IN ('queued', 'running')
-		), cov_tasks AS (
-			UPDATE task_instances t SET updated_at = cov.ended_at, next_try_at = NULL,
-				state = COALESCE((SELECT l.state FROM task_instances l WHERE l.run_id = cov.leader AND l.task = t.task), 'skipped')
-			FROM cov WHERE t.run_id = cov.id
-		), cov_runs AS (
-			UPDATE runs SET state = cov.state, ended_at = cov.ended_at, started_at = cov.started_at
-			FROM cov WHERE runs.id = cov.id AND runs.state IN ('queued', 'running')
-		)
-		SELECT id FROM f`, ids, states, nows)
+	rows, err := c.query(ctx, pgFinishRunsSQL, ids, states, nows)
 	return pgTaken(rows, err, all, apply)
 }
 
