@@ -17,7 +17,8 @@ func (s *sqlStore) EnqueueTasks(ctx context.Context, p EnqueueTasksParams) (int,
 		return 0, nil
 	}
 	moved := 0
-	err := s.write(ctx, func(c conn) error {
+	// Its guards refuse by moving nothing: no savepoint inside InTx.
+	err := s.writeSet(ctx, func(c conn) error {
 		var err error
 		moved, err = s.d.steps.enqueue(ctx, c, p)
 		return err

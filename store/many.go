@@ -15,7 +15,9 @@ import (
 // ErrNotFound (read after the statements, for those only); nothing of it
 // was written. An item whose id comes again later in the list is
 // ErrConflict, as a second single call would be. The single operations are
-// the batch of one.
+// the batch of one. Since a refusal writes nothing, a batch inside InTx
+// needs no savepoint of its own (writeSet): a database error in it fails
+// the whole transaction instead.
 
 // one is what the single operation of a batch returns for its one item.
 func one(errs []error, err error) error {
@@ -72,7 +74,7 @@ func (s *sqlStore) AdmitRuns(ctx context.Context, ps []AdmitRunParams) ([]error,
 		ids[i] = p.RunID
 	}
 	var errs []error
-	err := s.write(ctx, func(c conn) error {
+	err := s.writeSet(ctx, func(c conn) error {
 		ok, err := s.d.steps.admitRuns(ctx, c, ps, firsts(ids))
 		if err != nil {
 			return fmt.Errorf("store: admit runs: %w", err)
@@ -101,7 +103,7 @@ func (s *sqlStore) FinishRuns(ctx context.Context, ps []FinishRunParams) ([]erro
 		ids[i] = p.RunID
 	}
 	var errs []error
-	err := s.write(ctx, func(c conn) error {
+	err := s.writeSet(ctx, func(c conn) error {
 		ok, err := s.d.steps.finishRuns(ctx, c, ps, firsts(ids))
 		if err != nil {
 			return fmt.Errorf("store: finish runs: %w", err)
@@ -130,7 +132,7 @@ func (s *sqlStore) StartAttempts(ctx context.Context, ps []StartAttemptParams) (
 		ids[i] = p.AttemptID
 	}
 	var errs []error
-	err := s.write(ctx, func(c conn) error {
+	err := s.writeSet(ctx, func(c conn) error {
 		ok, err := s.d.steps.startAttempts(ctx, c, ps, firsts(ids))
 		if err != nil {
 			return fmt.Errorf("store: start attempts: %w", err)
@@ -171,7 +173,7 @@ func (s *sqlStore) FinishAttempts(ctx context.Context, ps []FinishAttemptParams)
 		ids[i] = p.AttemptID
 	}
 	var errs []error
-	err := s.write(ctx, func(c conn) error {
+	err := s.writeSet(ctx, func(c conn) error {
 		ok, err := s.d.steps.finishAttempts(ctx, c, ps, firsts(ids))
 		if err != nil {
 			return fmt.Errorf("store: finish attempts: %w", err)

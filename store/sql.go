@@ -52,6 +52,11 @@ type backend interface {
 	// fence, and commits it when fn returns nil; inside InTx it runs under
 	// a savepoint of the enclosing transaction.
 	write(ctx context.Context, fn func(tx *sql.Tx) error) error
+	// writeSet is write for an operation whose guards refuse by writing
+	// nothing and report it in the result (the batch forms): inside InTx
+	// a backend may run it without a savepoint, a database error in it
+	// then failing the whole transaction.
+	writeSet(ctx context.Context, fn func(tx *sql.Tx) error) error
 	// read runs fn on one snapshot (inside InTx: the enclosing transaction).
 	read(ctx context.Context, fn func(tx *sql.Tx) error) error
 	// rq is where a single-statement read goes.
@@ -127,6 +132,13 @@ func (s *sqlStore) write(ctx context.Context, fn func(c conn) error) error {
 	ctx, limit, cancel := s.bound(ctx)
 	defer cancel()
 	return s.b.write(ctx, func(tx *sql.Tx) error { return fn(conn{q: tx, d: s.d, limit: limit}) })
+}
+
+// writeSet runs fn as the backend's writeSet.
+func (s *sqlStore) writeSet(ctx context.Context, fn func(c conn) error) error {
+	ctx, limit, cancel := s.bound(ctx)
+	defer cancel()
+	return s.b.writeSet(ctx, func(tx *sql.Tx) error { return fn(conn{q: tx, d: s.d, limit: limit}) })
 }
 
 // read runs fn on one snapshot.

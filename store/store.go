@@ -371,7 +371,8 @@ type Store interface {
 	// InTx runs fn with a Store whose operations all happen in one
 	// transaction, committed when fn returns nil, rolled back otherwise. An
 	// operation that fails inside it leaves no partial effect, and the
-	// others stand. The scheduler batches a pass's writes this way. Close
+	// others stand (a database error in a batch form or EnqueueTasks
+	// excepted: see AdmitRuns). The scheduler batches a pass's writes this way. Close
 	// must not be called on the inner Store; InTx inside InTx joins the
 	// outer transaction.
 	InTx(ctx context.Context, fn func(Store) error) error
@@ -437,7 +438,8 @@ type Store interface {
 	// forms of AdmitRun, FinishRun, StartAttempt and FinishAttempt (the
 	// scheduler's pass): one transaction, in which errs[i] is what the
 	// single operation would have returned for ps[i] (nil, ErrConflict or
-	// ErrNotFound: nothing of that item written); err fails the whole call.
+	// ErrNotFound: nothing of that item written); err fails the whole call,
+	// and inside InTx (a database error) the whole transaction.
 	AdmitRuns(ctx context.Context, ps []AdmitRunParams) (errs []error, err error)
 	FinishRuns(ctx context.Context, ps []FinishRunParams) (errs []error, err error)
 	StartAttempts(ctx context.Context, ps []StartAttemptParams) (errs []error, err error)
@@ -452,6 +454,7 @@ type Store interface {
 	// transaction), setting pool, reason, priority and log_path (the
 	// scheduler, when it decides a task instance is ready). Returns how
 	// many moved; the others (unknown, or in another state) are left alone.
+	// Inside InTx, a database error in it fails the whole transaction.
 	EnqueueTasks(ctx context.Context, p EnqueueTasksParams) (int, error)
 	// ClaimReady claims queued task instances: see ClaimReadyParams.
 	ClaimReady(ctx context.Context, p ClaimReadyParams) ([]ClaimedAttempt, error)
