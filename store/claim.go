@@ -70,6 +70,13 @@ func (s *sqlStore) ClaimReady(ctx context.Context, p ClaimReadyParams) ([]Claime
 		}
 		seen[pc.Name] = true
 	}
+	if pc, ok := s.b.(pipelinedClaimer); ok {
+		ctx, _, cancel := s.bound(ctx)
+		defer cancel()
+		if out, done, err := pc.claimPipelined(ctx, s.d, p); done {
+			return out, err
+		}
+	}
 	var out []ClaimedAttempt
 	err := s.write(ctx, func(c conn) error {
 		out = nil

@@ -187,8 +187,20 @@ func (pgSteps) lockPools(ctx context.Context, c conn, pools []PoolCapacity) erro
 //     order (claimBefore), numbered in that order;
 //   - u, ins: the guarded UPDATE queued -> running and the attempts'
 //     INSERT, with the nonces made beforehand (the pick's number is the
-//     index of its nonce), in the pick's order.
+//     index of its nonce), in the pick's order; an attempt that exists for
+//     its try is a unique violation (ErrConflict) that undoes the claim.
 func (pgSteps) claim(ctx context.Context, c conn, p ClaimReadyParams) ([]ClaimedAttempt, error) {
+	q, a := pgClaimQuery(c.d, p)
+	rows, err := c.query(ctx, q, a...)
+	out, err := scanAll(rows, err, func(rows *sql.Rows) (ClaimedAttempt, error) { return pgClaimed(p, rows.Scan) })
+	if err != nil {
+		return nil, fmt.Errorf("store: claim ready: %w", err)
+	}
+	return out, nil
+}
+
+// pgClaimQuery is claim's statement and its arguments.
+func pgClaimQuery(d *dialect, p ClaimReadyParams) (string, args) {
 	names, slots, backfillSlots := make([]string, len(p.Pools)), make([]int64, len(p.Pools)), make([]int64, len(p.Pools))
 	for i, pc := range p.Pools {
 		names[i], slots[i], backfillSlots[i] = pc.Name, int64(pc.Slots), int64(pc.BackfillSlots)
@@ -200,7 +212,7 @@ func (pgSteps) claim(ctx context.Context, c conn, p ClaimReadyParams) ([]Claimed
 	a := args{names, slots, backfillSlots, int64(p.Limit), nullNanos(p.Now), p.Host, p.Owner, nonces}
 	conds := []string{"ti.state = 'queued'", "ti.pool = pc.pool"}
 	if len(p.Pipelines) > 0 {
-		conds = append(conds, c.d.in(&a, "r.pipeline", p.Pipelines))
+		conds = append(conds, d.in(&a, "r.pipeline", p.Pipelines))
 	}
 	if p.BackfillID == "" {
 		conds = append(conds, "r.kind <> 'backfill'")
@@ -211,7 +223,7 @@ func (pgSteps) claim(ctx context.Context, c conn, p ClaimReadyParams) ([]Claimed
 	if p.ReverseBackfill {
 		order = "CASE WHEN bf THEN logical_unix END DESC, " + order
 	}
-	rows, err := c.query(ctx, `
+	return `
 		WITH busy AS (
 			SELECT a.pool, COUNT(*) AS n, SUM(CASE WHEN r.kind = 'backfill' THEN 1 ELSE 0 END) AS bf
 			FROM attempts a
@@ -232,15 +244,15 @@ func (pgSteps) claim(ctx context.Context, c conn, p ClaimReadyParams) ([]Claimed
 				SELECT ti.id, r.kind = 'backfill' AS bf, r.logical_unix, ti.priority
 				FROM task_instances ti
 				JOIN runs r ON r.id = ti.run_id
-				WHERE `+strings.Join(conds, " AND ")+`
-				ORDER BY `+claimOrder(p)+`
+				WHERE ` + strings.Join(conds, " AND ") + `
+				ORDER BY ` + claimOrder(p) + `
 				LIMIT GREATEST(pc.free, 0)
 			) AS c
 		), pick AS (
-			SELECT id, row_number() OVER (ORDER BY bf, `+order+`) AS ord
-			FROM (SELECT cand.*, row_number() OVER (PARTITION BY pool, bf ORDER BY `+order+`) AS nth FROM cand) AS k
+			SELECT id, row_number() OVER (ORDER BY bf, ` + order + `) AS ord
+			FROM (SELECT cand.*, row_number() OVER (PARTITION BY pool, bf ORDER BY ` + order + `) AS nth FROM cand) AS k
 			WHERE NOT bf OR nth <= free_backfill
-			ORDER BY bf, `+order+`
+			ORDER BY bf, ` + order + `
 			LIMIT $4
 		), u AS (
 			UPDATE task_instances ti SET state = 'running', try_number = ti.try_number + 1, updated_at = $5
@@ -255,39 +267,31 @@ func (pgSteps) claim(ctx context.Context, c conn, p ClaimReadyParams) ([]Claimed
 			       replace(u.log_path, '{try}', u.try_number::text), u.reason, $7, ($8::text[])[u.ord]
 			FROM u
 			ORDER BY u.ord
-			ON CONFLICT (task_instance_id, try_number) DO NOTHING
 			RETURNING id, task_instance_id, nonce
 		)
 		SELECT u.id, u.try_number, u.pool, u.reason, u.log_path, u.task, u.run_id, u.pipeline, u.kind, u.logical_date,
-		       COALESCE(ins.id, 0), COALESCE(ins.nonce, '')
-		FROM u LEFT JOIN ins ON ins.task_instance_id = u.id
-		ORDER BY u.ord`, a...)
-	out, err := scanAll(rows, err, func(rows *sql.Rows) (ClaimedAttempt, error) {
-		var (
-			ca            ClaimedAttempt
-			kind, logical string
-		)
-		if err := rows.Scan(&ca.TaskInstanceID, &ca.TryNumber, &ca.Pool, &ca.Reason, &ca.LogPath, &ca.Task, &ca.RunID,
-			&ca.Pipeline, &kind, &logical, &ca.ID, &ca.Nonce); err != nil {
-			return ca, err
-		}
-		ca.Kind = RunKind(kind)
-		ca.Host, ca.Owner = p.Host, p.Owner
-		ca.State, ca.StartedAt = AttemptRunning, stamp(p.Now)
-		ca.LogPath = strings.ReplaceAll(ca.LogPath, "{try}", strconv.Itoa(ca.TryNumber))
-		var err error
-		ca.LogicalDate, err = parseDate(logical)
+		       ins.id, ins.nonce
+		FROM u JOIN ins ON ins.task_instance_id = u.id
+		ORDER BY u.ord`, a
+}
+
+// pgClaimed scans one row of claim's statement.
+func pgClaimed(p ClaimReadyParams, scan func(dest ...any) error) (ClaimedAttempt, error) {
+	var (
+		ca            ClaimedAttempt
+		kind, logical string
+	)
+	if err := scan(&ca.TaskInstanceID, &ca.TryNumber, &ca.Pool, &ca.Reason, &ca.LogPath, &ca.Task, &ca.RunID,
+		&ca.Pipeline, &kind, &logical, &ca.ID, &ca.Nonce); err != nil {
 		return ca, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: claim ready: %w", err)
 	}
-	for _, ca := range out {
-		if ca.ID == 0 {
-			return nil, fmt.Errorf("store: claim ready: insert attempt: attempt %d exists: %w", ca.TryNumber, ErrConflict)
-		}
-	}
-	return out, nil
+	ca.Kind = RunKind(kind)
+	ca.Host, ca.Owner = p.Host, p.Owner
+	ca.State, ca.StartedAt = AttemptRunning, stamp(p.Now)
+	ca.LogPath = strings.ReplaceAll(ca.LogPath, "{try}", strconv.Itoa(ca.TryNumber))
+	var err error
+	ca.LogicalDate, err = parseDate(logical)
+	return ca, err
 }
 
 // clearTasks updates the task instances first (their row locks make a

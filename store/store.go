@@ -20,7 +20,8 @@
 // probes.go, notifications.go and rename.go, over a backend (sqlite.go, postgres.go:
 // the transactions, their locking and fencing) and a dialect (dialect.go:
 // a table of what the two databases spell differently, and the few steps
-// one of them does its own way, in sqlite_steps.go and postgres_steps.go).
+// one of them does its own way, in sqlite_steps.go, postgres_steps.go and
+// postgres_claim.go).
 // The SQL is written once with numbered placeholders wherever the two
 // accept the same text. A query table rather than generated code (sqlc,
 // as river does): most statements are the same in both databases, both
