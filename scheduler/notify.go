@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -247,13 +246,8 @@ type notifier struct {
 	stopping atomic.Bool
 	cancel   context.CancelFunc // cancels the sends: an interrupt
 	done     chan struct{}
-	// ended is closed when stop or finish ends the rounds: the loop leaves
-	// then, not at its next tick (up to notifyEvery later, which every
-	// execution's end used to wait for).
-	ended   chan struct{}
-	endOnce sync.Once
-	missed  int
-	rounds  notify.Result
+	missed   int
+	rounds   notify.Result
 }
 
 // notifyEvery is how often an execution delivers due notifications.
@@ -266,7 +260,7 @@ const finalDelivery = 45 * time.Second
 // startNotifier looks for missed deadlines, then delivers in the
 // background until finish or stop.
 func startNotifier(ctx context.Context, o Options, owner string) *notifier {
-	n := &notifier{done: make(chan struct{}), ended: make(chan struct{})}
+	n := &notifier{done: make(chan struct{})}
 	n.d = &notify.Deliverer{Store: o.Store, Workspace: o.Workspace, Owner: owner + ":notify", Log: o.Log, Stopping: n.stopping.Load}
 	missed, err := CheckDeadlines(ctx, o.Store, o.Workspace, o.Now, o.Log)
 	if err != nil {
@@ -292,8 +286,6 @@ func startNotifier(ctx context.Context, o Options, owner string) *notifier {
 			select {
 			case <-sctx.Done():
 				return
-			case <-n.ended:
-				return
 			case <-t.C:
 			}
 		}
@@ -308,13 +300,9 @@ func (n *notifier) add(r notify.Result) {
 	n.rounds.Errors = append(n.rounds.Errors, r.Errors...)
 }
 
-// end tells the loop of rounds to leave.
-func (n *notifier) end() { n.endOnce.Do(func() { close(n.ended) }) }
-
 // stop ends the background rounds and cancels a send in flight.
 func (n *notifier) stop() {
 	n.stopping.Store(true)
-	n.end()
 	n.cancel()
 	<-n.done
 }
@@ -330,7 +318,6 @@ func (n *notifier) finish(ctx context.Context) NotifySummary {
 	stopSends := context.AfterFunc(fctx, n.cancel)
 	defer stopSends()
 	n.stopping.Store(true)
-	n.end()
 	<-n.done
 	n.stopping.Store(false)
 	r, err := n.d.Round(fctx)
