@@ -11,6 +11,10 @@
 # attempts/s, ratio to SQLite; CPU is rewind's user + system, its children
 # included: sbatch and scontrol, not the Slurm jobs).
 # Usage: bench/attempts.sh [ROUNDS] [N]   (default 3 400)
+# SETUPS picks the setups, in order (default "sqlite postgres slurm"; e.g.
+# SETUPS="sqlite postgres" runs no Slurm and starts no Slurm cluster). The
+# table also gives each setup's median attempts/s and the median of the
+# per-round ratios to SQLite (when sqlite is among the setups).
 # Servers: REWIND_TEST_POSTGRES (a DSN whose user may CREATE DATABASE) and
 # REWIND_TEST_SLURM (+ SLURM_CONF) name running ones; otherwise the script
 # starts its own with .ci/postgres.sh and .ci/slurm.sh (root) and stops them
@@ -45,18 +49,23 @@ for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
   [ -x "$d/psql" ] && { psql=$d/psql; break; }
 done
 [ -n "$psql" ] || psql=psql
-if [ -z "${REWIND_TEST_POSTGRES:-}" ]; then
+setups=(${SETUPS:-sqlite postgres slurm})
+for s in "${setups[@]}"; do
+  case $s in sqlite | postgres | slurm) ;; *) echo "unknown setup $s in SETUPS (sqlite, postgres, slurm)" >&2; exit 2 ;; esac
+done
+has() { [[ " ${setups[*]} " == *" $1 "* ]]; }
+if has postgres && [ -z "${REWIND_TEST_POSTGRES:-}" ]; then
   out=$(.ci/postgres.sh start --owner $$)
   eval "$out"
   pg_started=1
 fi
-if [ -z "${REWIND_TEST_SLURM:-}" ]; then
+if has slurm && [ -z "${REWIND_TEST_SLURM:-}" ]; then
   out=$(.ci/slurm.sh start --owner $$)
   eval "$out"
   slurm_started=1
 fi
-echo "postgres: $("$psql" -Atc 'show server_version' "$REWIND_TEST_POSTGRES") at ${REWIND_TEST_POSTGRES%%\?*}, fsync=$("$psql" -Atc 'show fsync' "$REWIND_TEST_POSTGRES")${pg_started:+ (started by this script)}" >&2
-echo "slurm: partition $REWIND_TEST_SLURM, $(sinfo -h -p "$REWIND_TEST_SLURM" -o '%D node(s), %c CPUs, %m MB, state %T' | head -1)${slurm_started:+ (started by this script)}" >&2
+! has postgres || echo "postgres: $("$psql" -Atc 'show server_version' "$REWIND_TEST_POSTGRES") at ${REWIND_TEST_POSTGRES%%\?*}, fsync=$("$psql" -Atc 'show fsync' "$REWIND_TEST_POSTGRES")${pg_started:+ (started by this script)}" >&2
+! has slurm || echo "slurm: partition $REWIND_TEST_SLURM, $(sinfo -h -p "$REWIND_TEST_SLURM" -o '%D node(s), %c CPUs, %m MB, state %T' | head -1)${slurm_started:+ (started by this script)}" >&2
 
 start=2025-01-01
 # now_after COUNT: the clock at which COUNT hourly intervals from start are due.
@@ -77,7 +86,7 @@ local_hcl="pool \"default\" { slots = 8 }
 $(pipeline default)"
 slurm_hcl="pool \"slurm\" {
   executor  = \"slurm\"
-  partition = \"$REWIND_TEST_SLURM\"
+  partition = \"${REWIND_TEST_SLURM:-}\"
   memory    = \"50MiB\"
   cpus      = 1
   slots     = 8
@@ -113,9 +122,8 @@ run() {
 max() { echo "if ($1 > $2) $1 else $2" | bc -l; }
 min() { echo "if ($1 < $2) $1 else $2" | bc -l; }
 
-[ "$slurm_n" = "$n" ] || echo "note: the slurm setup runs $slurm_n runs, not $n (each Slurm job takes about a second to start; SLURM_N=$n for the full workload)" >&2
-setups=(sqlite postgres slurm)
-declare -A best_rate best_wall cpu_at att_of lo_rate
+[ "$slurm_n" = "$n" ] || ! has slurm || echo "note: the slurm setup runs $slurm_n runs, not $n (each Slurm job takes about a second to start; SLURM_N=$n for the full workload)" >&2
+declare -A best_rate best_wall cpu_at att_of lo_rate rates ratios
 for s in "${setups[@]}"; do best_rate[$s]=0; lo_rate[$s]=999999; done
 for i in $(seq "$rounds"); do
   line="round $i:"
@@ -145,20 +153,33 @@ for i in $(seq "$rounds"); do
       best_rate[$s]=$r best_wall[$s]=$w cpu_at[$s]=$c
     fi
     lo_rate[$s]=$(min "$r" "${lo_rate[$s]}")
+    rates[$s]="${rates[$s]:-} $r"
+    [ "$s" = sqlite ] && sqlite_r=$r
+    if [ "$s" != sqlite ] && [ -n "${sqlite_r:-}" ]; then ratios[$s]="${ratios[$s]:-} $(echo "$r / $sqlite_r" | bc -l)"; fi
     att_of[$s]=$a
     unset a w c
   done
   echo "${line% |}"
+  unset sqlite_r
 done
+# median VALUES...: the median of the values (the mean of the middle two
+# for an even count).
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 printf '\nbest of %d rounds (one rewind run --catchup, max_active_runs = 8, 8 slots, no-op task):\n' "$rounds"
-printf '%-36s %8s %8s %8s %12s %12s %9s\n' setup attempts "wall s" "cpu s" attempts/s "(worst)" "vs SQLite"
+printf '%-36s %8s %8s %8s %12s %12s %9s %9s %12s\n' setup attempts "wall s" "cpu s" attempts/s "(worst)" "vs SQLite" median/s "median ratio"
 for s in "${setups[@]}"; do
   case $s in
   sqlite) d="sqlite state, local executor" ;;
   postgres) d="postgres state, local executor" ;;
   slurm) d="sqlite state, slurm executor" ;;
   esac
-  printf '%-36s %8d %8.2f %8.2f %12.1f %12.1f %9.3f\n' "$d" "${att_of[$s]}" "${best_wall[$s]}" "${cpu_at[$s]}" \
-    "${best_rate[$s]}" "${lo_rate[$s]}" "$(echo "${best_rate[$s]} / ${best_rate[sqlite]}" | bc -l)"
+  vs=- mr=-
+  if has sqlite; then
+    vs=$(printf '%.3f' "$(echo "${best_rate[$s]} / ${best_rate[sqlite]}" | bc -l)")
+    mr=1.000
+    [ "$s" = sqlite ] || mr=$(printf '%.3f' "$(median ${ratios[$s]})")
+  fi
+  printf '%-36s %8d %8.2f %8.2f %12.1f %12.1f %9s %9.1f %12s\n' "$d" "${att_of[$s]}" "${best_wall[$s]}" "${cpu_at[$s]}" \
+    "${best_rate[$s]}" "${lo_rate[$s]}" "$vs" "$(median ${rates[$s]})" "$mr"
 done

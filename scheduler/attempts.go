@@ -117,8 +117,12 @@ func (e *engine) startAll(ctx context.Context, claimed []claim) error {
 		return nil
 	}
 	return e.base.InTx(bg, func(tx store.Store) error {
-		for _, p := range started {
-			if err := tx.StartAttempt(bg, p); err != nil && !errors.Is(err, store.ErrConflict) {
+		errs, err := tx.StartAttempts(bg, started)
+		if err != nil {
+			return err
+		}
+		for _, err := range errs {
+			if err != nil && !errors.Is(err, store.ErrConflict) {
 				return err
 			}
 		}

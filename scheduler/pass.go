@@ -226,10 +226,19 @@ func (e *engine) apply(ctx context.Context, tx store.Store, now time.Time, cmds 
 		a.enqueued = append(a.enqueued, queued...)
 		return nil
 	}
-	for _, cmd := range cmds {
+	// The store's answers to the commands applied in batches (a run of
+	// recordAttempt, admitRun or finishRun commands is one call), by
+	// index in cmds.
+	batched := map[int]error{}
+	for i, cmd := range cmds {
+		if _, ok := batched[i]; !ok {
+			if err := e.applyBatch(ctx, tx, now, cmds, i, batched); err != nil {
+				return a, err
+			}
+		}
 		switch c := cmd.(type) {
 		case recordAttempt:
-			err := tx.FinishAttempt(ctx, c.p)
+			err := batched[i]
 			if errors.Is(err, store.ErrConflict) {
 				a.differs = true // someone else recorded it (a takeover)
 				continue
@@ -261,7 +270,7 @@ func (e *engine) apply(ctx context.Context, tx store.Store, now time.Time, cmds 
 			}
 			a.completed = append(a.completed, c)
 		case admitRun:
-			err := tx.AdmitRun(ctx, store.AdmitRunParams{RunID: c.run.run.ID, Now: now})
+			err := batched[i]
 			if errors.Is(err, store.ErrConflict) {
 				a.differs = true
 				continue
@@ -281,7 +290,7 @@ func (e *engine) apply(ctx context.Context, tx store.Store, now time.Time, cmds 
 			}
 			a.moved = append(a.moved, c)
 		case finishRun:
-			err := tx.FinishRun(ctx, store.FinishRunParams{RunID: c.run.run.ID, State: c.state, Now: now})
+			err := batched[i]
 			if errors.Is(err, store.ErrConflict) {
 				a.differs = true
 				continue
@@ -340,6 +349,67 @@ func (e *engine) apply(ctx context.Context, tx store.Store, now time.Time, cmds 
 		}
 	}
 	return a, flush()
+}
+
+// applyBatch applies, as one call of the store, the run of commands of
+// cmds[i]'s kind that starts at i, when that kind is one the store takes in
+// batches (recordAttempt, admitRun, finishRun), and files each command's
+// answer in batched by index; other kinds it leaves alone.
+func (e *engine) applyBatch(ctx context.Context, tx store.Store, now time.Time, cmds []command, i int, batched map[int]error) error {
+	kind := batchKind(cmds[i])
+	if kind == 0 {
+		return nil
+	}
+	j := i + 1
+	for j < len(cmds) && batchKind(cmds[j]) == kind {
+		j++
+	}
+	var errs []error
+	var err error
+	switch cmds[i].(type) {
+	case recordAttempt:
+		ps := make([]store.FinishAttemptParams, 0, j-i)
+		for _, c := range cmds[i:j] {
+			ps = append(ps, c.(recordAttempt).p)
+		}
+		errs, err = tx.FinishAttempts(ctx, ps)
+	case admitRun:
+		ps := make([]store.AdmitRunParams, 0, j-i)
+		for _, c := range cmds[i:j] {
+			ps = append(ps, store.AdmitRunParams{RunID: c.(admitRun).run.run.ID, Now: now})
+		}
+		errs, err = tx.AdmitRuns(ctx, ps)
+	case finishRun:
+		ps := make([]store.FinishRunParams, 0, j-i)
+		for _, c := range cmds[i:j] {
+			f := c.(finishRun)
+			ps = append(ps, store.FinishRunParams{RunID: f.run.run.ID, State: f.state, Now: now})
+		}
+		errs, err = tx.FinishRuns(ctx, ps)
+	default:
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for k, e := range errs {
+		batched[i+k] = e
+	}
+	return nil
+}
+
+// batchKind tells the kinds of commands applyBatch takes apart (0: not
+// batched).
+func batchKind(c command) int {
+	switch c.(type) {
+	case recordAttempt:
+		return 1
+	case admitRun:
+		return 2
+	case finishRun:
+		return 3
+	}
+	return 0
 }
 
 // attempt is the attempt as recorded at now.

@@ -17,7 +17,8 @@ func (s *sqlStore) EnqueueTasks(ctx context.Context, p EnqueueTasksParams) (int,
 		return 0, nil
 	}
 	moved := 0
-	err := s.write(ctx, func(c conn) error {
+	// Its guards refuse by moving nothing: no savepoint inside InTx.
+	err := s.writeSet(ctx, func(c conn) error {
 		var err error
 		moved, err = s.d.steps.enqueue(ctx, c, p)
 		return err
@@ -29,13 +30,14 @@ func (s *sqlStore) EnqueueTasks(ctx context.Context, p EnqueueTasksParams) (int,
 }
 
 // claimCandidate is a queued task instance ClaimReady may take, with its
-// sort key.
+// sort key and its pool's free backfill slots.
 type claimCandidate struct {
-	id          int64
-	pool        string
-	backfill    bool
-	logicalUnix int64
-	priority    int
+	id           int64
+	pool         string
+	backfill     bool
+	logicalUnix  int64
+	priority     int
+	freeBackfill int
 }
 
 // poolRoom is what one pool can still take in a ClaimReady: free slots (at
@@ -68,62 +70,47 @@ func (s *sqlStore) ClaimReady(ctx context.Context, p ClaimReadyParams) ([]Claime
 		}
 		seen[pc.Name] = true
 	}
+	if pc, ok := s.b.(pipelinedClaimer); ok {
+		ctx, _, cancel := s.bound(ctx)
+		defer cancel()
+		if out, done, err := pc.claimPipelined(ctx, s.d, p); done {
+			return out, err
+		}
+	}
 	var out []ClaimedAttempt
 	err := s.write(ctx, func(c conn) error {
 		out = nil
 		if err := s.d.steps.lockPools(ctx, c, p.Pools); err != nil {
 			return fmt.Errorf("store: claim ready: %w", err)
 		}
-		running, backfillRunning, err := runningByPool(ctx, c, p.Pools)
-		if err != nil {
-			return err
-		}
-		var rooms []poolRoom
-		freeBackfill := map[string]int{}
-		for _, pc := range p.Pools {
-			free := min(pc.Slots-running[pc.Name], p.Limit)
-			if free <= 0 {
-				continue
-			}
-			fb := pc.BackfillSlots - backfillRunning[pc.Name]
-			freeBackfill[pc.Name] = fb
-			rooms = append(rooms, poolRoom{pool: pc.Name, free: free, freeBackfill: fb})
-		}
-		if len(rooms) == 0 {
-			return nil
-		}
-		cands, err := s.d.steps.claimCandidates(ctx, c, p, rooms)
-		if err != nil {
-			return err
-		}
-		// Per pool, backfill candidates come last in the order: drop those
-		// beyond the pool's free backfill slots.
-		taken := map[string]int{}
-		kept := cands[:0]
-		for _, cd := range cands {
-			if cd.backfill {
-				if taken[cd.pool] >= freeBackfill[cd.pool] {
-					continue
-				}
-				taken[cd.pool]++
-			}
-			kept = append(kept, cd)
-		}
-		cands = kept
-		sort.SliceStable(cands, func(i, j int) bool { return claimBefore(cands[i], cands[j], p.ReverseBackfill) })
-		if len(cands) > p.Limit {
-			cands = cands[:p.Limit]
-		}
-		if len(cands) == 0 {
-			return nil
-		}
-		out, err = s.d.steps.claimQueued(ctx, c, p, cands)
+		var err error
+		out, err = s.d.steps.claim(ctx, c, p)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// pickCandidates is ClaimReady's choice among the pools' candidates (each
+// pool's in claim order): per pool, the backfill ones (last in its order)
+// beyond its free backfill slots are dropped; the rest are merged in claim
+// order (claimBefore) and the first p.Limit kept.
+func pickCandidates(p ClaimReadyParams, cands []claimCandidate) []claimCandidate {
+	taken := map[string]int{}
+	kept := cands[:0]
+	for _, cd := range cands {
+		if cd.backfill {
+			if taken[cd.pool] >= cd.freeBackfill {
+				continue
+			}
+			taken[cd.pool]++
+		}
+		kept = append(kept, cd)
+	}
+	sort.SliceStable(kept, func(i, j int) bool { return claimBefore(kept[i], kept[j], p.ReverseBackfill) })
+	return kept[:min(len(kept), p.Limit)]
 }
 
 // claimBefore is ClaimReady's order: scheduled and manual runs before
@@ -152,6 +139,24 @@ func claimOrder(p ClaimReadyParams) string {
 		return "bf, CASE WHEN r.kind = 'backfill' THEN r.logical_unix END DESC, r.logical_unix, ti.priority, ti.id"
 	}
 	return "bf, r.logical_unix, ti.priority, ti.id"
+}
+
+// poolRooms reads what each pool of p can still take (runningByPool): the
+// pools with a free slot, each with at most p.Limit.
+func poolRooms(ctx context.Context, c conn, p ClaimReadyParams) ([]poolRoom, error) {
+	running, backfillRunning, err := runningByPool(ctx, c, p.Pools)
+	if err != nil {
+		return nil, err
+	}
+	var rooms []poolRoom
+	for _, pc := range p.Pools {
+		free := min(pc.Slots-running[pc.Name], p.Limit)
+		if free <= 0 {
+			continue
+		}
+		rooms = append(rooms, poolRoom{pool: pc.Name, free: free, freeBackfill: pc.BackfillSlots - backfillRunning[pc.Name]})
+	}
+	return rooms, nil
 }
 
 // runningByPool counts the running attempts of the given pools, and those of

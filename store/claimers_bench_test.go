@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -15,7 +16,7 @@ import (
 // BenchmarkClaimers measures the pull model: 1, 4 and 16 claimers, each
 // with its own Store (as separate processes have), take queued task
 // instances with ClaimReady (8 at a time, a pool of 64 slots), start and
-// finish them; the figure is attempts per second through the state, with
+// finish them (StartAttempts, FinishAttempts); the figure is attempts per second through the state, with
 // no process launched. Run on SQLite, and on PostgreSQL when
 // REWIND_TEST_POSTGRES names a server.
 //
@@ -105,12 +106,24 @@ func benchClaimers(b *testing.B, dsn string, claimers int) {
 					continue
 				}
 				code := 0
+				starts := make([]store.StartAttemptParams, len(got))
+				ends := make([]store.FinishAttemptParams, len(got))
+				for k, a := range got {
+					starts[k] = store.StartAttemptParams{AttemptID: a.ID, PID: 1, Now: time.Now()}
+					ends[k] = store.FinishAttemptParams{AttemptID: a.ID, State: store.AttemptSuccess, ExitCode: &code, TaskState: store.TaskSuccess, Now: time.Now()}
+				}
+				// As the scheduler records them: the claimed attempts' pids in
+				// one call, their outcomes in another, one transaction.
 				err = st.InTx(ctx, func(tx store.Store) error {
-					for _, a := range got {
-						if err := tx.StartAttempt(ctx, store.StartAttemptParams{AttemptID: a.ID, PID: 1, Now: time.Now()}); err != nil {
-							return err
+					for _, batch := range []func() ([]error, error){
+						func() ([]error, error) { return tx.StartAttempts(ctx, starts) },
+						func() ([]error, error) { return tx.FinishAttempts(ctx, ends) },
+					} {
+						errs, err := batch()
+						if err == nil {
+							err = errors.Join(errs...)
 						}
-						if err := tx.FinishAttempt(ctx, store.FinishAttemptParams{AttemptID: a.ID, State: store.AttemptSuccess, ExitCode: &code, TaskState: store.TaskSuccess, Now: time.Now()}); err != nil {
+						if err != nil {
 							return err
 						}
 					}

@@ -75,6 +75,10 @@ type pgTxState struct {
 	// open: the savepoint of the last operation is still open (released
 	// together with the next operation's SAVEPOINT, in one round trip).
 	open bool
+	// failed is the error of an operation run without a savepoint
+	// (writeSet) that failed in the database: the transaction can only
+	// roll back, and every later operation and InTx itself return it.
+	failed error
 }
 
 // leaseMoved tells the transaction's state that a lease may have changed
@@ -254,6 +258,9 @@ const pgRetries = 8
 // to the savepoint makes it usable again).
 func (s *pgDB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if s.tx != nil {
+		if s.txs.failed != nil {
+			return s.txs.failed
+		}
 		// The previous operation's savepoint is released with this one's
 		// creation: one round trip, and never more than one open.
 		sp := "SAVEPOINT op"
@@ -294,6 +301,37 @@ func (s *pgDB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		case <-time.After(time.Duration(1+attempt*attempt) * time.Millisecond):
 		}
 	}
+}
+
+// writeSet is write for an operation whose guards refuse by writing
+// nothing and say so in its result, not as an error (the batch forms):
+// inside InTx it runs without a savepoint of its own, one round trip less.
+// A database error in it fails the enclosing transaction (see
+// pgTxState.failed): nothing of that transaction stands.
+func (s *pgDB) writeSet(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if s.tx == nil {
+		return s.write(ctx, fn)
+	}
+	if s.txs.failed != nil {
+		return s.txs.failed
+	}
+	moves := s.txs.moves
+	checked, err := s.checkFenceInTx(ctx)
+	if errors.Is(err, ErrFenced) {
+		return err // a read that found another holder: nothing happened
+	}
+	if err == nil {
+		err = fn(s.tx)
+	}
+	if err != nil {
+		err = pgMap(err)
+		s.txs.failed = fmt.Errorf("store: an earlier operation of the transaction failed: %w", err)
+		return err
+	}
+	if checked && s.txs.moves == moves {
+		s.txs.verified[*s.fence] = true
+	}
+	return nil
 }
 
 func (s *pgDB) writeOnce(ctx context.Context, fn func(tx *sql.Tx) error) error {
@@ -364,6 +402,9 @@ func (s *pgDB) inTx(ctx context.Context, fn func(backend) error) error {
 	}
 	err = fn(&inner)
 	done = true
+	if err == nil {
+		err = inner.txs.failed
+	}
 	if err != nil {
 		_ = tx.Rollback()
 		return err

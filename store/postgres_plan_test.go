@@ -156,3 +156,85 @@ func TestPostgresAdvanceWatermarkRowsTouched(t *testing.T) {
 		t.Errorf("watermark at %d; want %d, the last success before the first running run", got, want)
 	}
 }
+
+// TestPostgresFinishRunsRowsTouched: a pass's FinishRuns of 8 runs of a
+// 10,000-run catchup (all running, two tasks each, one of them a batch's
+// leader with two covered runs) reads a handful of rows of runs: the runs
+// it finishes and the ones they cover, through their indexes, never a scan
+// of a table.
+func TestPostgresFinishRunsRowsTouched(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	st, err := Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec("INSERT INTO pipelines (name) VALUES ('p')")
+	for i := 0; i < 10_000; {
+		var vals []string
+		for ; i < 10_000 && len(vals) < 1000; i++ {
+			u := int64(1735689600 + 3600*i)
+			ld := time.Unix(u, 0).UTC()
+			vals = append(vals, fmt.Sprintf("('p', '%s', %d, '%s', '', '', 'scheduled', 'running')", ld.Format(time.RFC3339), u, ld.Format(time.DateOnly)))
+		}
+		exec("INSERT INTO runs (pipeline, logical_date, logical_unix, ds, data_interval_start, data_interval_end, kind, state) VALUES " + strings.Join(vals, ","))
+	}
+	var ids []int64
+	rows, err := db.Query("SELECT id FROM runs ORDER BY id LIMIT 10 OFFSET 5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil || len(ids) != 10 {
+		t.Fatalf("runs: %v, %v", ids, err)
+	}
+	exec("UPDATE runs SET batch_of = $1 WHERE id = ANY($2::bigint[])", ids[0], ids[8:])
+	exec("INSERT INTO task_instances (run_id, task, state, pool) SELECT id, t, 'success', 'default' FROM runs, unnest(ARRAY['a', 'b']) AS t")
+	exec("ANALYZE runs")
+	exec("ANALYZE task_instances")
+	now := time.Now().UnixNano()
+	states, nows := make([]string, 8), make([]int64, 8)
+	for i := range states {
+		states[i], nows[i] = "success", now
+	}
+	plan := explainRuns(t, db, pgFinishRunsSQL, ids[:8], states, nows)
+	var scans func(n planNode) []string
+	scans = func(n planNode) (out []string) {
+		if n.NodeType == "Seq Scan" {
+			out = append(out, n.Relation)
+		}
+		for _, c := range n.Plans {
+			out = append(out, scans(c)...)
+		}
+		return out
+	}
+	if touched := plan.runsTouched(); touched > 40 || len(scans(plan)) > 0 {
+		t.Errorf("FinishRuns of 8 runs touched %g rows of runs, scanned %v; want at most 40 and no scan (of 10,000 runs, 20,000 task instances):\n%s", touched, scans(plan), plan)
+	} else {
+		t.Logf("%g rows of runs touched:\n%s", touched, plan)
+	}
+	var finished, covered int
+	if err := db.QueryRow("SELECT COUNT(*) FILTER (WHERE batch_of = 0), COUNT(*) FILTER (WHERE batch_of <> 0) FROM runs WHERE state = 'success'").Scan(&finished, &covered); err != nil {
+		t.Fatal(err)
+	}
+	if finished != 8 || covered != 2 {
+		t.Errorf("%d runs finished and %d covered ones with them; want 8 and 2", finished, covered)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -174,94 +175,123 @@ func (pgSteps) lockPools(ctx context.Context, c conn, pools []PoolCapacity) erro
 	return nil
 }
 
-// claimCandidates reads every pool's candidates with one LATERAL query.
-func (pgSteps) claimCandidates(ctx context.Context, c conn, p ClaimReadyParams, rooms []poolRoom) ([]claimCandidate, error) {
-	names, frees, freeBackfs := make([]string, len(rooms)), make([]int64, len(rooms)), make([]int64, len(rooms))
-	for i, room := range rooms {
-		names[i], frees[i], freeBackfs[i] = room.pool, int64(room.free), int64(room.freeBackfill)
+// claim is ClaimReady after the pools' locks in one statement (a snapshot
+// taken after the locks, so the running attempts it counts cannot change
+// before the commit), so that the stretch every claimer of the pool waits
+// for is one round trip and the commit:
+//   - busy, room: the running attempts per pool and the room they leave;
+//   - cand: per pool with room, its first queued task instances in claim
+//     order (a LATERAL query, LIMIT its room);
+//   - pick: pickCandidates in SQL: per pool, its backfill candidates beyond
+//     its free backfill slots dropped, then the first Limit in claim
+//     order (claimBefore), numbered in that order;
+//   - u, ins: the guarded UPDATE queued -> running and the attempts'
+//     INSERT, with the nonces made beforehand (the pick's number is the
+//     index of its nonce), in the pick's order; an attempt that exists for
+//     its try is a unique violation (ErrConflict) that undoes the claim.
+func (pgSteps) claim(ctx context.Context, c conn, p ClaimReadyParams) ([]ClaimedAttempt, error) {
+	q, a := pgClaimQuery(c.d, p)
+	rows, err := c.query(ctx, q, a...)
+	out, err := scanAll(rows, err, func(rows *sql.Rows) (ClaimedAttempt, error) { return pgClaimed(p, rows.Scan) })
+	if err != nil {
+		return nil, fmt.Errorf("store: claim ready: %w", err)
 	}
-	a := args{names, frees, freeBackfs}
+	return out, nil
+}
+
+// pgClaimQuery is claim's statement and its arguments.
+func pgClaimQuery(d *dialect, p ClaimReadyParams) (string, args) {
+	names, slots, backfillSlots := make([]string, len(p.Pools)), make([]int64, len(p.Pools)), make([]int64, len(p.Pools))
+	for i, pc := range p.Pools {
+		names[i], slots[i], backfillSlots[i] = pc.Name, int64(pc.Slots), int64(pc.BackfillSlots)
+	}
+	nonces := make([]string, p.Limit)
+	for i := range nonces {
+		nonces[i] = newNonce()
+	}
+	a := args{names, slots, backfillSlots, int64(p.Limit), nullNanos(p.Now), p.Host, p.Owner, nonces}
 	conds := []string{"ti.state = 'queued'", "ti.pool = pc.pool"}
 	if len(p.Pipelines) > 0 {
-		conds = append(conds, c.d.in(&a, "r.pipeline", p.Pipelines))
+		conds = append(conds, d.in(&a, "r.pipeline", p.Pipelines))
 	}
 	if p.BackfillID == "" {
 		conds = append(conds, "r.kind <> 'backfill'")
 	} else {
 		conds = append(conds, "(r.kind <> 'backfill' OR (pc.free_backfill > 0 AND r.backfill_id = "+a.add(p.BackfillID)+"))")
 	}
-	rows, err := c.query(ctx, `
-		SELECT c.id, pc.pool, c.bf, c.logical_unix, c.priority
-		FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS pc (pool, free, free_backfill)
-		CROSS JOIN LATERAL (
-			SELECT ti.id, r.kind = 'backfill' AS bf, r.logical_unix, ti.priority
-			FROM task_instances ti
-			JOIN runs r ON r.id = ti.run_id
-			WHERE `+strings.Join(conds, " AND ")+`
-			ORDER BY `+claimOrder(p)+`
-			LIMIT pc.free
-		) AS c`, a...)
-	out, err := scanAll(rows, err, func(rows *sql.Rows) (claimCandidate, error) {
-		var cd claimCandidate
-		return cd, rows.Scan(&cd.id, &cd.pool, &cd.backfill, &cd.logicalUnix, &cd.priority)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: claim ready: candidates: %w", err)
+	order := "logical_unix, priority, id" // claimBefore, within bf
+	if p.ReverseBackfill {
+		order = "CASE WHEN bf THEN logical_unix END DESC, " + order
 	}
-	return out, nil
+	return `
+		WITH busy AS (
+			SELECT a.pool, COUNT(*) AS n, SUM(CASE WHEN r.kind = 'backfill' THEN 1 ELSE 0 END) AS bf
+			FROM attempts a
+			JOIN task_instances ti ON ti.id = a.task_instance_id
+			JOIN runs r ON r.id = ti.run_id
+			WHERE a.state = 'running' AND a.pool = ANY($1::text[])
+			GROUP BY a.pool
+		), room AS (
+			SELECT x.pool, LEAST(x.slots - COALESCE(busy.n, 0), $4) AS free,
+			       x.backfill_slots - COALESCE(busy.bf, 0) AS free_backfill
+			FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS x (pool, slots, backfill_slots)
+			LEFT JOIN busy ON busy.pool = x.pool
+			WHERE x.slots - COALESCE(busy.n, 0) > 0
+		), cand AS (
+			SELECT c.id, pc.pool, c.bf, c.logical_unix, c.priority, pc.free_backfill
+			FROM room AS pc
+			CROSS JOIN LATERAL (
+				SELECT ti.id, r.kind = 'backfill' AS bf, r.logical_unix, ti.priority
+				FROM task_instances ti
+				JOIN runs r ON r.id = ti.run_id
+				WHERE ` + strings.Join(conds, " AND ") + `
+				ORDER BY ` + claimOrder(p) + `
+				LIMIT GREATEST(pc.free, 0)
+			) AS c
+		), pick AS (
+			SELECT id, row_number() OVER (ORDER BY bf, ` + order + `) AS ord
+			FROM (SELECT cand.*, row_number() OVER (PARTITION BY pool, bf ORDER BY ` + order + `) AS nth FROM cand) AS k
+			WHERE NOT bf OR nth <= free_backfill
+			ORDER BY bf, ` + order + `
+			LIMIT $4
+		), u AS (
+			UPDATE task_instances ti SET state = 'running', try_number = ti.try_number + 1, updated_at = $5
+			FROM runs r, pick
+			WHERE ti.id = pick.id AND ti.state = 'queued' AND r.id = ti.run_id
+			RETURNING ti.id, ti.try_number, ti.pool, ti.reason, ti.log_path, ti.task, ti.run_id,
+			          r.pipeline, r.kind, r.logical_date, pick.ord
+		), ins AS (
+			INSERT INTO attempts (task_instance_id, try_number, pool, state, host, pid, pid_start,
+			                      started_at, log_path, reason, owner, nonce)
+			SELECT u.id, u.try_number, u.pool, 'running', $6, 0, 0, $5,
+			       replace(u.log_path, '{try}', u.try_number::text), u.reason, $7, ($8::text[])[u.ord]
+			FROM u
+			ORDER BY u.ord
+			RETURNING id, task_instance_id, nonce
+		)
+		SELECT u.id, u.try_number, u.pool, u.reason, u.log_path, u.task, u.run_id, u.pipeline, u.kind, u.logical_date,
+		       ins.id, ins.nonce
+		FROM u JOIN ins ON ins.task_instance_id = u.id
+		ORDER BY u.ord`, a
 }
 
-// claimQueued moves the candidates queued -> running in one guarded UPDATE
-// and inserts their attempts in one statement; the claims come back in the
-// candidates' order.
-func (pgSteps) claimQueued(ctx context.Context, c conn, p ClaimReadyParams, cands []claimCandidate) ([]ClaimedAttempt, error) {
-	ids := make([]int64, len(cands))
-	for i, cd := range cands {
-		ids[i] = cd.id
-	}
-	rows, err := c.query(ctx, `
-		UPDATE task_instances ti SET state = 'running', try_number = ti.try_number + 1, updated_at = $2
-		FROM runs r
-		WHERE ti.id = ANY($1::bigint[]) AND ti.state = 'queued' AND r.id = ti.run_id
-		RETURNING ti.id, ti.try_number, ti.pool, ti.reason, ti.log_path, ti.task, ti.run_id,
-		          r.pipeline, r.kind, r.logical_date`,
-		ids, nullNanos(p.Now))
-	claimed, err := scanAll(rows, err, func(rows *sql.Rows) (ClaimedAttempt, error) {
-		var (
-			ca            ClaimedAttempt
-			kind, logical string
-		)
-		if err := rows.Scan(&ca.TaskInstanceID, &ca.TryNumber, &ca.Pool, &ca.Reason, &ca.LogPath, &ca.Task, &ca.RunID,
-			&ca.Pipeline, &kind, &logical); err != nil {
-			return ca, err
-		}
-		ca.Kind = RunKind(kind)
-		ca.Host, ca.Owner = p.Host, p.Owner
-		var err error
-		ca.LogicalDate, err = parseDate(logical)
+// pgClaimed scans one row of claim's statement.
+func pgClaimed(p ClaimReadyParams, scan func(dest ...any) error) (ClaimedAttempt, error) {
+	var (
+		ca            ClaimedAttempt
+		kind, logical string
+	)
+	if err := scan(&ca.TaskInstanceID, &ca.TryNumber, &ca.Pool, &ca.Reason, &ca.LogPath, &ca.Task, &ca.RunID,
+		&ca.Pipeline, &kind, &logical, &ca.ID, &ca.Nonce); err != nil {
 		return ca, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: claim ready: %w", err)
 	}
-	byID := make(map[int64]ClaimedAttempt, len(claimed))
-	for _, ca := range claimed {
-		byID[ca.TaskInstanceID] = ca
-	}
-	out := make([]ClaimedAttempt, 0, len(byID))
-	for _, cd := range cands {
-		if ca, ok := byID[cd.id]; ok {
-			out = append(out, ca)
-		}
-	}
-	as := make([]*Attempt, len(out))
-	for i := range out {
-		as[i] = &out[i].Attempt
-	}
-	if err := (pgSteps{}).insertAttempts(ctx, c, as, p.Now); err != nil {
-		return nil, fmt.Errorf("store: claim ready: %w", err)
-	}
-	return out, nil
+	ca.Kind = RunKind(kind)
+	ca.Host, ca.Owner = p.Host, p.Owner
+	ca.State, ca.StartedAt = AttemptRunning, stamp(p.Now)
+	ca.LogPath = strings.ReplaceAll(ca.LogPath, "{try}", strconv.Itoa(ca.TryNumber))
+	var err error
+	ca.LogicalDate, err = parseDate(logical)
+	return ca, err
 }
 
 // clearTasks updates the task instances first (their row locks make a
@@ -292,4 +322,165 @@ func (pgSteps) clearTasks(ctx context.Context, c conn, cond func(*args) string, 
 		}
 	}
 	return cleared, nil
+}
+
+// pgTaken maps the ids a set-wise statement returned back onto the items
+// (whose applied ids are unique).
+func pgTaken(rows *sql.Rows, err error, ids []int64, apply []bool) ([]bool, error) {
+	got, err := scanAll(rows, err, func(rows *sql.Rows) (int64, error) {
+		var id int64
+		return id, rows.Scan(&id)
+	})
+	if err != nil {
+		return nil, err
+	}
+	took := make(map[int64]bool, len(got))
+	for _, id := range got {
+		took[id] = true
+	}
+	ok := make([]bool, len(ids))
+	for i, id := range ids {
+		ok[i] = apply[i] && took[id]
+	}
+	return ok, nil
+}
+
+// pgNullNanos is a time as a nullable bigint array element.
+func pgNullNanos(t time.Time) *int64 {
+	if t.IsZero() {
+		return nil
+	}
+	n := nanos(t)
+	return &n
+}
+
+// admitRuns admits the applied runs in one guarded UPDATE.
+func (pgSteps) admitRuns(ctx context.Context, c conn, ps []AdmitRunParams, apply []bool) ([]bool, error) {
+	var ids []int64
+	var nows []*int64
+	all := make([]int64, len(ps))
+	for i, p := range ps {
+		all[i] = p.RunID
+		if apply[i] {
+			ids, nows = append(ids, p.RunID), append(nows, pgNullNanos(p.Now))
+		}
+	}
+	rows, err := c.query(ctx, `
+		UPDATE runs SET state = 'running', started_at = x.now, ended_at = NULL
+		FROM unnest($1::bigint[], $2::bigint[]) AS x (id, now)
+		WHERE runs.id = x.id AND runs.state = 'queued'
+		RETURNING runs.id`, ids, nows)
+	return pgTaken(rows, err, all, apply)
+}
+
+// pgFinishRunsSQL finishes the runs $1 as $2 at $3 that finishRunSQL's
+// guards allow, and ends the runs each one covers with it (finishCovered's
+// two statements, for those runs); it returns the runs it finished.
+const pgFinishRunsSQL = `
+		WITH f AS (
+			UPDATE runs SET state = x.state, ended_at = x.now
+			FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS x (id, state, now)
+			WHERE runs.id = x.id AND runs.state IN ('queued', 'running')
+			  AND NOT EXISTS (SELECT 1 FROM task_instances ti WHERE ti.run_id = runs.id
+			                  AND ti.state IN ('scheduled', 'queued', 'running', 'up_for_retry'))
+			  AND (x.state <> 'success' OR NOT EXISTS (SELECT 1 FROM task_instances ti WHERE ti.run_id = runs.id
+			                                           AND ti.state NOT IN ('success', 'skipped')))
+			RETURNING runs.id, runs.state, runs.ended_at, runs.started_at
+		), cov AS (
+			SELECT r.id, f.id AS leader, f.state, f.ended_at, f.started_at
+			FROM runs r JOIN f ON r.batch_of = f.id
+			WHERE r.batch_of <> 0 AND r.state IN ('queued', 'running') -- the partial index runs_batch_of
+		), cov_tasks AS (
+			UPDATE task_instances t SET updated_at = cov.ended_at, next_try_at = NULL,
+				state = COALESCE((SELECT l.state FROM task_instances l WHERE l.run_id = cov.leader AND l.task = t.task), 'skipped')
+			FROM cov WHERE t.run_id = cov.id
+		), cov_runs AS (
+			UPDATE runs SET state = cov.state, ended_at = cov.ended_at, started_at = cov.started_at
+			FROM cov WHERE runs.id = cov.id AND runs.state IN ('queued', 'running')
+		)
+		SELECT id FROM f`
+
+// finishRuns locks the applied runs' task instances FOR SHARE (in id
+// order), then, in one statement (a new snapshot, after the lock), finishes
+// those runs finishRunSQL's guards allow and ends the runs each one covers
+// with it (see finishCovered).
+func (pgSteps) finishRuns(ctx context.Context, c conn, ps []FinishRunParams, apply []bool) ([]bool, error) {
+	var ids []int64
+	var states []string
+	var nows []*int64
+	all := make([]int64, len(ps))
+	for i, p := range ps {
+		all[i] = p.RunID
+		if apply[i] {
+			ids, states, nows = append(ids, p.RunID), append(states, string(p.State)), append(nows, pgNullNanos(p.Now))
+		}
+	}
+	if _, err := c.exec(ctx, "SELECT 1 FROM task_instances WHERE run_id = ANY($1::bigint[]) ORDER BY id FOR SHARE", ids); err != nil {
+		return nil, fmt.Errorf("lock task instances: %w", err)
+	}
+	rows, err := c.query(ctx, pgFinishRunsSQL, ids, states, nows)
+	return pgTaken(rows, err, all, apply)
+}
+
+// startAttempts records the applied attempts' processes in one guarded
+// UPDATE.
+func (pgSteps) startAttempts(ctx context.Context, c conn, ps []StartAttemptParams, apply []bool) ([]bool, error) {
+	var ids, pids, starts []int64
+	var jobs []string
+	var nows []*int64
+	all := make([]int64, len(ps))
+	for i, p := range ps {
+		all[i] = p.AttemptID
+		if apply[i] {
+			ids, pids, starts = append(ids, p.AttemptID), append(pids, int64(p.PID)), append(starts, int64(p.PIDStart))
+			jobs, nows = append(jobs, p.JobID), append(nows, pgNullNanos(p.Now))
+		}
+	}
+	rows, err := c.query(ctx, `
+		UPDATE attempts SET pid = x.pid, pid_start = x.pid_start, job_id = x.job_id, started_at = x.now
+		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[]) AS x (id, pid, pid_start, job_id, now)
+		WHERE attempts.id = x.id AND attempts.state = 'running' AND attempts.pid = 0 AND attempts.job_id = ''
+		  AND EXISTS (SELECT 1 FROM task_instances ti
+		              WHERE ti.id = attempts.task_instance_id AND ti.state = 'running'
+		                AND ti.try_number = attempts.try_number)
+		RETURNING attempts.id`, ids, pids, starts, jobs, nows)
+	return pgTaken(rows, err, all, apply)
+}
+
+// finishAttempts records the applied attempts' outcomes (guarded on the
+// attempt running) and moves each one's task instance if it still runs on
+// the attempt's try, in one statement.
+func (pgSteps) finishAttempts(ctx context.Context, c conn, ps []FinishAttemptParams, apply []bool) ([]bool, error) {
+	var ids, rss, fails []int64
+	var exits, nows, nexts []*int64
+	var states, signals, tstates []string
+	all := make([]int64, len(ps))
+	for i, p := range ps {
+		all[i] = p.AttemptID
+		if !apply[i] {
+			continue
+		}
+		var exit *int64
+		if p.ExitCode != nil {
+			e := int64(*p.ExitCode)
+			exit = &e
+		}
+		ids, rss, fails = append(ids, p.AttemptID), append(rss, p.PeakRSS), append(fails, boolInt(p.CountFailure))
+		exits, nows, nexts = append(exits, exit), append(nows, pgNullNanos(p.Now)), append(nexts, pgNullNanos(p.NextTryAt))
+		states, signals, tstates = append(states, string(p.State)), append(signals, p.Signal), append(tstates, string(p.TaskState))
+	}
+	rows, err := c.query(ctx, `
+		WITH a AS (
+			UPDATE attempts SET state = x.state, ended_at = x.now, exit_code = x.exit_code, signal = x.signal, peak_rss = x.peak_rss
+			FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::bigint[], $7::text[], $8::bigint[], $9::bigint[])
+			     AS x (id, state, now, exit_code, signal, peak_rss, task_state, failure, next_try_at)
+			WHERE attempts.id = x.id AND attempts.state = 'running'
+			RETURNING attempts.id, attempts.task_instance_id, attempts.try_number, x.task_state, x.failure, x.next_try_at, x.now
+		), t AS (
+			UPDATE task_instances ti
+			SET state = a.task_state, failures = ti.failures + a.failure, next_try_at = a.next_try_at, updated_at = a.now
+			FROM a WHERE ti.id = a.task_instance_id AND ti.state = 'running' AND ti.try_number = a.try_number
+		)
+		SELECT id FROM a`, ids, states, nows, exits, signals, rss, tstates, fails, nexts)
+	return pgTaken(rows, err, all, apply)
 }

@@ -7,7 +7,27 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"time"
 )
+
+// ProbeResult is a skew probe's measurement of one date, as the run that
+// routed the date recorded it: what the web view shows instead of running
+// the probe itself.
+type ProbeResult struct {
+	Pipeline string
+	// Task is "" for the pipeline's skew block, else the task whose own
+	// skew block has the probe.
+	Task        string
+	LogicalDate time.Time // carries the pipeline's offset
+	// Value is the number the probe printed; Median that of the date's
+	// reference dates. Both 0 when the probe failed.
+	Value, Median float64
+	// Error says why the probe failed ("" when it measured).
+	Error string
+	// Pool and Reason are the route the skew block gave the date then.
+	Pool, Reason string
+	MeasuredAt   time.Time
+}
 
 // Probe results: what a skew probe printed for a date, as the run that
 // routed the date recorded it.

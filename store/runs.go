@@ -337,19 +337,6 @@ func fillAttempts(ctx context.Context, c conn, runs []Run, where string, a args)
 	return nil
 }
 
-// AdmitRun moves a run queued -> running.
-func (s *sqlStore) AdmitRun(ctx context.Context, p AdmitRunParams) error {
-	return s.write(ctx, func(c conn) error {
-		res, err := c.exec(ctx,
-			"UPDATE runs SET state = 'running', started_at = $1, ended_at = NULL WHERE id = $2 AND state = 'queued'",
-			nullNanos(p.Now), p.RunID)
-		if err != nil {
-			return fmt.Errorf("store: admit run %d: %w", p.RunID, err)
-		}
-		return guarded(ctx, c, res, "runs", p.RunID, "admit run")
-	})
-}
-
 // finishRunSQL finishes run $3 as $1 at $2, in one guarded statement: the
 // run is queued or running, none of its task instances can still run, and
 // for success every one succeeded or was skipped.
@@ -373,29 +360,4 @@ func lockRunTasks(ctx context.Context, c conn, runID int64) error {
 		return fmt.Errorf("lock task instances of run %d: %w", runID, err)
 	}
 	return nil
-}
-
-// FinishRun moves a run queued|running -> success|failed when its task
-// instances say so (finishRunSQL, after locking them); ErrConflict
-// otherwise.
-func (s *sqlStore) FinishRun(ctx context.Context, p FinishRunParams) error {
-	if p.State != RunSuccess && p.State != RunFailed {
-		return fmt.Errorf("store: finish run %d: state %q is not success or failed", p.RunID, p.State)
-	}
-	return s.write(ctx, func(c conn) error {
-		if err := lockRunTasks(ctx, c, p.RunID); err != nil {
-			return fmt.Errorf("store: finish run %d: %w", p.RunID, err)
-		}
-		res, err := c.exec(ctx, finishRunSQL, string(p.State), nullNanos(p.Now), p.RunID)
-		if err != nil {
-			return fmt.Errorf("store: finish run %d: %w", p.RunID, err)
-		}
-		if err := guarded(ctx, c, res, "runs", p.RunID, "finish run"); err != nil {
-			return err
-		}
-		if err := finishCovered(ctx, c, p.RunID, p.State, nullNanos(p.Now)); err != nil {
-			return fmt.Errorf("store: finish run %d: %w", p.RunID, err)
-		}
-		return nil
-	})
 }

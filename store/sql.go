@@ -52,6 +52,11 @@ type backend interface {
 	// fence, and commits it when fn returns nil; inside InTx it runs under
 	// a savepoint of the enclosing transaction.
 	write(ctx context.Context, fn func(tx *sql.Tx) error) error
+	// writeSet is write for an operation whose guards refuse by writing
+	// nothing and report it in the result (the batch forms): inside InTx
+	// a backend may run it without a savepoint, a database error in it
+	// then failing the whole transaction.
+	writeSet(ctx context.Context, fn func(tx *sql.Tx) error) error
 	// read runs fn on one snapshot (inside InTx: the enclosing transaction).
 	read(ctx context.Context, fn func(tx *sql.Tx) error) error
 	// rq is where a single-statement read goes.
@@ -80,17 +85,24 @@ type steps interface {
 	// lockPools serializes claimers of the same pools (nothing in SQLite,
 	// whose writer holds the whole database).
 	lockPools(ctx context.Context, c conn, pools []PoolCapacity) error
-	// claimCandidates reads, per pool with room, its first room.free queued
-	// task instances in claim order.
-	claimCandidates(ctx context.Context, c conn, p ClaimReadyParams, rooms []poolRoom) ([]claimCandidate, error)
-	// claimQueued moves the candidates queued -> running (guarded) and
-	// inserts their attempts; those no longer queued are skipped.
-	claimQueued(ctx context.Context, c conn, p ClaimReadyParams, cands []claimCandidate) ([]ClaimedAttempt, error)
+	// claim is ClaimReady after the pools' locks: it reads what each pool
+	// can still take (poolRooms), per pool with room its first queued task
+	// instances in claim order, picks among them (pickCandidates), and
+	// moves those queued -> running (guarded) with their attempts, in the
+	// candidates' order; those no longer queued are skipped.
+	claim(ctx context.Context, c conn, p ClaimReadyParams) ([]ClaimedAttempt, error)
 	// clearTasks puts the task instances that match cond (on
 	// task_instances ti JOIN runs r; their state is one of states) back to
 	// scheduled and their finished runs back to queued; returns how many
 	// task instances it cleared.
 	clearTasks(ctx context.Context, c conn, cond func(*args) string, states []string, now any) (int, error)
+	// admitRuns, finishRuns, startAttempts and finishAttempts apply the
+	// items of a batch (many.go) marked in apply, each under its single
+	// operation's guards, and report which ones the guards took.
+	admitRuns(ctx context.Context, c conn, ps []AdmitRunParams, apply []bool) ([]bool, error)
+	finishRuns(ctx context.Context, c conn, ps []FinishRunParams, apply []bool) ([]bool, error)
+	startAttempts(ctx context.Context, c conn, ps []StartAttemptParams, apply []bool) ([]bool, error)
+	finishAttempts(ctx context.Context, c conn, ps []FinishAttemptParams, apply []bool) ([]bool, error)
 }
 
 // Close closes the backend's connections.
@@ -120,6 +132,13 @@ func (s *sqlStore) write(ctx context.Context, fn func(c conn) error) error {
 	ctx, limit, cancel := s.bound(ctx)
 	defer cancel()
 	return s.b.write(ctx, func(tx *sql.Tx) error { return fn(conn{q: tx, d: s.d, limit: limit}) })
+}
+
+// writeSet runs fn as the backend's writeSet.
+func (s *sqlStore) writeSet(ctx context.Context, fn func(c conn) error) error {
+	ctx, limit, cancel := s.bound(ctx)
+	defer cancel()
+	return s.b.writeSet(ctx, func(tx *sql.Tx) error { return fn(conn{q: tx, d: s.d, limit: limit}) })
 }
 
 // read runs fn on one snapshot.

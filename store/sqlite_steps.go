@@ -145,9 +145,27 @@ func (sqliteSteps) enqueue(ctx context.Context, c conn, p EnqueueTasksParams) (i
 // lockPools does nothing: the transaction holds the write lock already.
 func (sqliteSteps) lockPools(context.Context, conn, []PoolCapacity) error { return nil }
 
-// claimCandidates reads each pool's candidates with its own query, in
-// claim order, LIMIT its free slots.
-func (sqliteSteps) claimCandidates(ctx context.Context, c conn, p ClaimReadyParams, rooms []poolRoom) ([]claimCandidate, error) {
+// claim reads the candidates (claimCandidates), picks among them in Go
+// (pickCandidates) and claims them (claimQueued).
+func (st sqliteSteps) claim(ctx context.Context, c conn, p ClaimReadyParams) ([]ClaimedAttempt, error) {
+	cands, err := st.claimCandidates(ctx, c, p)
+	if err != nil || len(cands) == 0 {
+		return nil, err
+	}
+	cands = pickCandidates(p, cands)
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	return st.claimQueued(ctx, c, p, cands)
+}
+
+// claimCandidates reads the pools' room (poolRooms), then each pool's
+// candidates with its own query, in claim order, LIMIT its free slots.
+func (sqliteSteps) claimCandidates(ctx context.Context, c conn, p ClaimReadyParams) ([]claimCandidate, error) {
+	rooms, err := poolRooms(ctx, c, p)
+	if err != nil {
+		return nil, err
+	}
 	var out []claimCandidate
 	for _, room := range rooms {
 		a := args{room.pool}
@@ -168,7 +186,7 @@ func (sqliteSteps) claimCandidates(ctx context.Context, c conn, p ClaimReadyPara
 			ORDER BY `+claimOrder(p)+`
 			LIMIT `+a.add(room.free), a...)
 		got, err := scanAll(rows, err, func(rows *sql.Rows) (claimCandidate, error) {
-			cd := claimCandidate{pool: room.pool}
+			cd := claimCandidate{pool: room.pool, freeBackfill: room.freeBackfill}
 			var bf int
 			err := rows.Scan(&cd.id, &bf, &cd.logicalUnix, &cd.priority)
 			cd.backfill = bf == 1
@@ -236,4 +254,106 @@ func (sqliteSteps) clearTasks(ctx context.Context, c conn, cond func(*args) stri
 	return affected(c.exec(ctx, `
 		UPDATE task_instances SET state = 'scheduled', failures = 0, next_try_at = NULL, updated_at = `+a.add(now)+`
 		WHERE id IN (SELECT ti.id FROM task_instances ti JOIN runs r ON r.id = ti.run_id WHERE `+cond(&a)+`)`, a...))
+}
+
+// admitRuns runs AdmitRun's guarded UPDATE for each item it applies.
+func (sqliteSteps) admitRuns(ctx context.Context, c conn, ps []AdmitRunParams, apply []bool) ([]bool, error) {
+	ok := make([]bool, len(ps))
+	for i, p := range ps {
+		if !apply[i] {
+			continue
+		}
+		n, err := affected(c.exec(ctx,
+			"UPDATE runs SET state = 'running', started_at = $1, ended_at = NULL WHERE id = $2 AND state = 'queued'",
+			nullNanos(p.Now), p.RunID))
+		if err != nil {
+			return nil, fmt.Errorf("run %d: %w", p.RunID, err)
+		}
+		ok[i] = n > 0
+	}
+	return ok, nil
+}
+
+// finishRuns runs finishRunSQL for each item it applies, and ends the runs
+// covered by those it finished.
+func (sqliteSteps) finishRuns(ctx context.Context, c conn, ps []FinishRunParams, apply []bool) ([]bool, error) {
+	ok := make([]bool, len(ps))
+	for i, p := range ps {
+		if !apply[i] {
+			continue
+		}
+		n, err := affected(c.exec(ctx, finishRunSQL, string(p.State), nullNanos(p.Now), p.RunID))
+		if err != nil {
+			return nil, fmt.Errorf("run %d: %w", p.RunID, err)
+		}
+		if n == 0 {
+			continue
+		}
+		if err := finishCovered(ctx, c, p.RunID, p.State, nullNanos(p.Now)); err != nil {
+			return nil, fmt.Errorf("run %d: %w", p.RunID, err)
+		}
+		ok[i] = true
+	}
+	return ok, nil
+}
+
+// startAttempts runs StartAttempt's guarded UPDATE for each item it applies.
+func (sqliteSteps) startAttempts(ctx context.Context, c conn, ps []StartAttemptParams, apply []bool) ([]bool, error) {
+	ok := make([]bool, len(ps))
+	for i, p := range ps {
+		if !apply[i] {
+			continue
+		}
+		n, err := affected(c.exec(ctx, `
+			UPDATE attempts SET pid = $1, pid_start = $2, job_id = $3, started_at = $4
+			WHERE id = $5 AND state = 'running' AND pid = 0 AND job_id = ''
+			  AND EXISTS (SELECT 1 FROM task_instances ti
+			              WHERE ti.id = attempts.task_instance_id AND ti.state = 'running'
+			                AND ti.try_number = attempts.try_number)`,
+			p.PID, int64(p.PIDStart), p.JobID, nullNanos(p.Now), p.AttemptID))
+		if err != nil {
+			return nil, fmt.Errorf("attempt %d: %w", p.AttemptID, err)
+		}
+		ok[i] = n > 0
+	}
+	return ok, nil
+}
+
+// finishAttempts records each applied item's outcome (guarded on the
+// attempt running), then moves its task instance if it still runs on the
+// attempt's try.
+func (sqliteSteps) finishAttempts(ctx context.Context, c conn, ps []FinishAttemptParams, apply []bool) ([]bool, error) {
+	ok := make([]bool, len(ps))
+	for i, p := range ps {
+		if !apply[i] {
+			continue
+		}
+		now := nullNanos(p.Now)
+		var exit any
+		if p.ExitCode != nil {
+			exit = int64(*p.ExitCode)
+		}
+		var taskID int64
+		var try int
+		err := c.row(ctx, `
+			UPDATE attempts SET state = $1, ended_at = $2, exit_code = $3, signal = $4, peak_rss = $5
+			WHERE id = $6 AND state = 'running'
+			RETURNING task_instance_id, try_number`,
+			string(p.State), now, exit, p.Signal, p.PeakRSS, p.AttemptID).Scan(&taskID, &try)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("attempt %d: %w", p.AttemptID, err)
+		}
+		if _, err := c.exec(ctx, `
+			UPDATE task_instances
+			SET state = $1, failures = failures + $2, next_try_at = $3, updated_at = $4
+			WHERE id = $5 AND state = 'running' AND try_number = $6`,
+			string(p.TaskState), boolInt(p.CountFailure), nullNanos(p.NextTryAt), now, taskID, try); err != nil {
+			return nil, fmt.Errorf("attempt %d: task instance %d: %w", p.AttemptID, taskID, err)
+		}
+		ok[i] = true
+	}
+	return ok, nil
 }

@@ -16,11 +16,12 @@
 //
 // One implementation of Store serves both databases: each operation's Go
 // (checks, transaction, guards, scanning, errors) is written once, in
-// meta.go, runs.go, tasks.go, operator.go, claim.go, backfills.go,
+// meta.go, runs.go, tasks.go, many.go (batch forms), operator.go, claim.go, backfills.go,
 // probes.go, notifications.go and rename.go, over a backend (sqlite.go, postgres.go:
 // the transactions, their locking and fencing) and a dialect (dialect.go:
 // a table of what the two databases spell differently, and the few steps
-// one of them does its own way, in sqlite_steps.go and postgres_steps.go).
+// one of them does its own way, in sqlite_steps.go, postgres_steps.go and
+// postgres_claim.go).
 // The SQL is written once with numbered placeholders wherever the two
 // accept the same text. A query table rather than generated code (sqlc,
 // as river does): most statements are the same in both databases, both
@@ -354,25 +355,6 @@ type Backfill struct {
 	UpdatedAt  time.Time
 }
 
-// ProbeResult is a skew probe's measurement of one date, as the run that
-// routed the date recorded it: what the web view shows instead of running
-// the probe itself.
-type ProbeResult struct {
-	Pipeline string
-	// Task is "" for the pipeline's skew block, else the task whose own
-	// skew block has the probe.
-	Task        string
-	LogicalDate time.Time // carries the pipeline's offset
-	// Value is the number the probe printed; Median that of the date's
-	// reference dates. Both 0 when the probe failed.
-	Value, Median float64
-	// Error says why the probe failed ("" when it measured).
-	Error string
-	// Pool and Reason are the route the skew block gave the date then.
-	Pool, Reason string
-	MeasuredAt   time.Time
-}
-
 // Store is rewind's state. Implementations are safe for concurrent use by one
 // process and for use by several processes on the same state.
 //
@@ -390,7 +372,8 @@ type Store interface {
 	// InTx runs fn with a Store whose operations all happen in one
 	// transaction, committed when fn returns nil, rolled back otherwise. An
 	// operation that fails inside it leaves no partial effect, and the
-	// others stand. The scheduler batches a pass's writes this way. Close
+	// others stand (a database error in a batch form or EnqueueTasks
+	// excepted: see AdmitRuns). The scheduler batches a pass's writes this way. Close
 	// must not be called on the inner Store; InTx inside InTx joins the
 	// outer transaction.
 	InTx(ctx context.Context, fn func(Store) error) error
@@ -452,6 +435,16 @@ type Store interface {
 	// success every one success or skipped. Otherwise ErrConflict (the
 	// caller re-reads); ErrNotFound for an unknown run.
 	FinishRun(ctx context.Context, p FinishRunParams) error
+	// AdmitRuns, FinishRuns, StartAttempts and FinishAttempts are the batch
+	// forms of AdmitRun, FinishRun, StartAttempt and FinishAttempt (the
+	// scheduler's pass): one transaction, in which errs[i] is what the
+	// single operation would have returned for ps[i] (nil, ErrConflict or
+	// ErrNotFound: nothing of that item written); err fails the whole call,
+	// and inside InTx (a database error) the whole transaction.
+	AdmitRuns(ctx context.Context, ps []AdmitRunParams) (errs []error, err error)
+	FinishRuns(ctx context.Context, ps []FinishRunParams) (errs []error, err error)
+	StartAttempts(ctx context.Context, ps []StartAttemptParams) (errs []error, err error)
+	FinishAttempts(ctx context.Context, ps []FinishAttemptParams) (errs []error, err error)
 
 	// ClaimTask claims one task instance by id (scheduled|up_for_retry ->
 	// running, with its attempt row). The scheduler uses EnqueueTasks and
@@ -462,6 +455,7 @@ type Store interface {
 	// transaction), setting pool, reason, priority and log_path (the
 	// scheduler, when it decides a task instance is ready). Returns how
 	// many moved; the others (unknown, or in another state) are left alone.
+	// Inside InTx, a database error in it fails the whole transaction.
 	EnqueueTasks(ctx context.Context, p EnqueueTasksParams) (int, error)
 	// ClaimReady claims queued task instances: see ClaimReadyParams.
 	ClaimReady(ctx context.Context, p ClaimReadyParams) ([]ClaimedAttempt, error)

@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"OffsetsPreserved", testOffsetsPreserved},
 		{"RunAdmitAndFinish", testRunAdmitFinish},
 		{"HappyPath", testHappyPath},
+		{"BatchForms", testBatchForms},
 		{"ClaimConflict", testClaimConflict},
 		{"UniqueAttemptPerTry", testUniqueAttemptPerTry},
 		{"RetryPathCountsFailures", testRetryPath},
