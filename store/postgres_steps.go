@@ -381,6 +381,9 @@ const pgFinishRunsSQL = `
 			UPDATE runs SET state = x.state, ended_at = x.now
 			FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS x (id, state, now)
 			WHERE runs.id = x.id AND runs.state IN ('queued', 'running')
+			  -- a run covered by a leader of this batch is the leader's to end
+			  -- (as on SQLite, where the leader, taken first, leaves it finished)
+			  AND (runs.batch_of = 0 OR runs.batch_of <> ALL($1::bigint[]))
 			  AND NOT EXISTS (SELECT 1 FROM task_instances ti WHERE ti.run_id = runs.id
 			                  AND ti.state IN ('scheduled', 'queued', 'running', 'up_for_retry'))
 			  AND (x.state <> 'success' OR NOT EXISTS (SELECT 1 FROM task_instances ti WHERE ti.run_id = runs.id

@@ -278,9 +278,26 @@ func (sqliteSteps) admitRuns(ctx context.Context, c conn, ps []AdmitRunParams, a
 // covered by those it finished.
 func (sqliteSteps) finishRuns(ctx context.Context, c conn, ps []FinishRunParams, apply []bool) ([]bool, error) {
 	ok := make([]bool, len(ps))
+	leaders := map[int64]bool{}
+	if len(ps) > 1 {
+		for i, p := range ps {
+			leaders[p.RunID] = apply[i]
+		}
+	}
 	for i, p := range ps {
 		if !apply[i] {
 			continue
+		}
+		if len(leaders) > 0 {
+			// A run covered by a leader of this batch is the leader's to
+			// end, whatever the order of the two (as on PostgreSQL).
+			var of int64
+			if err := c.row(ctx, `SELECT batch_of FROM runs WHERE id = $1`, p.RunID).Scan(&of); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return nil, fmt.Errorf("run %d: %w", p.RunID, err)
+			}
+			if of != 0 && leaders[of] {
+				continue
+			}
 		}
 		n, err := affected(c.exec(ctx, finishRunSQL, string(p.State), nullNanos(p.Now), p.RunID))
 		if err != nil {

@@ -144,3 +144,37 @@ func testBatchFailsAndClears(t *testing.T, st store.Store) {
 		}
 	}
 }
+
+// testBatchLeaderAndCoveredFinished: FinishRuns given a leader and a run
+// it covers, in either order, ends the covered run with its leader, as its
+// leader ended; the covered run's own item is refused (ErrConflict).
+func testBatchLeaderAndCoveredFinished(t *testing.T, st store.Store) {
+	runs := batchFixture(t, st)
+	leader, covered, other := runs[0], runs[1], runs[2]
+	if err := st.AdmitRun(ctx, store.AdmitRunParams{RunID: leader.ID, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	runTask(t, st, task(t, leader, "extract").ID, store.AttemptSuccess, store.TaskSuccess)
+	runTask(t, st, task(t, leader, "load").ID, store.AttemptSuccess, store.TaskSuccess)
+	// The covered runs' tasks ended on their own (as if run before the
+	// batch was set): each could be finished by itself.
+	var ids []int64
+	for _, r := range []store.Run{covered, other} {
+		ids = append(ids, task(t, r, "extract").ID, task(t, r, "load").ID)
+	}
+	if _, err := st.SetTaskStates(ctx, store.SetTaskStatesParams{IDs: ids, From: []store.TaskState{store.TaskScheduled}, To: store.TaskFailed, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	ended := now.Add(time.Minute)
+	errs, err := st.FinishRuns(ctx, []store.FinishRunParams{
+		{RunID: covered.ID, State: store.RunFailed, Now: ended},
+		{RunID: leader.ID, State: store.RunSuccess, Now: ended},
+		{RunID: other.ID, State: store.RunFailed, Now: ended},
+	})
+	wantErrs(t, "FinishRuns", errs, err, store.ErrConflict, nil, store.ErrConflict)
+	for _, r := range listRuns(t, st, store.ListRunsParams{Pipelines: []string{"p"}, WithTasks: true}) {
+		if r.State != store.RunSuccess || !r.EndedAt.Equal(ended) {
+			t.Errorf("run %s: %s ended %s; want success with its leader", r.DS, r.State, r.EndedAt)
+		}
+	}
+}

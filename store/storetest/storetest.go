@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SetTaskStatesGuard", testSetTaskStates},
 		{"Batches", testBatches},
 		{"BatchFailsAndClears", testBatchFailsAndClears},
+		{"BatchLeaderAndCoveredInOneFinishRuns", testBatchLeaderAndCoveredFinished},
 		{"ClearTasksOnlyFailed", testClearOnlyFailed},
 		{"ClearTasksAll", testClearAll},
 		{"ClearTasksTaskFilter", testClearTaskFilter},
