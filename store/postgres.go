@@ -402,7 +402,9 @@ func (s *pgDB) inTx(ctx context.Context, fn func(backend) error) error {
 	}
 	err = fn(&inner)
 	done = true
-	if err == nil {
+	if inner.txs.failed != nil {
+		// the first database error, not what a later statement of the
+		// aborted transaction said of it
 		err = inner.txs.failed
 	}
 	if err != nil {
