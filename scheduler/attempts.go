@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"syscall"
 	"time"
 
@@ -116,18 +118,30 @@ func (e *engine) startAll(ctx context.Context, claimed []claim) error {
 	if len(started) == 0 {
 		return nil
 	}
-	return e.base.InTx(bg, func(tx store.Store) error {
-		errs, err := tx.StartAttempts(bg, started)
-		if err != nil {
-			return err
-		}
-		for _, err := range errs {
-			if err != nil && !errors.Is(err, store.ErrConflict) {
+	// In attempt id order, as every pass writes its attempts, so that two
+	// writers of the same rows do not deadlock; a transaction that fails as
+	// a whole on a conflict (a deadlock or serialization failure that
+	// PostgreSQL resolved against it) wrote nothing and is run again.
+	slices.SortFunc(started, func(a, b store.StartAttemptParams) int { return cmp.Compare(a.AttemptID, b.AttemptID) })
+	var err error
+	for try := 0; try < 3; try++ {
+		err = e.base.InTx(bg, func(tx store.Store) error {
+			errs, err := tx.StartAttempts(bg, started)
+			if err != nil {
 				return err
 			}
+			for _, err := range errs {
+				if err != nil && !errors.Is(err, store.ErrConflict) {
+					return err
+				}
+			}
+			return nil
+		})
+		if !errors.Is(err, store.ErrConflict) {
+			break
 		}
-		return nil
-	})
+	}
+	return err
 }
 
 // slurmStart is a claimed attempt of a Slurm pool, ready to submit.
