@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // Spare cgroups. Making a memory cgroup and removing it costs the kernel
@@ -70,6 +71,10 @@ func (r *cgroupRoot) reuse(name string, memory int64) *cgroup {
 		return nil
 	}
 	c.memory = dir
+	// A spare keeps the time it was made; another rewind's removeStale must
+	// see this cgroup as new, like one made for the attempt.
+	now := time.Now()
+	_ = os.Chtimes(dir, now, now)
 	if err := c.setMemoryLimit(memory); err != nil {
 		c.recyclable = false
 		c.remove()

@@ -224,9 +224,12 @@ func submitArray(ctx context.Context, ps []preparedSlurm, w SlurmWave) ([]*Slurm
 	}
 	id, _, _ := strings.Cut(strings.TrimSpace(string(out.Stdout)), ";")
 	if !validJobID(id) || strings.Contains(id, "_") {
-		// Submitted, but its id is unreadable: its elements are found by
-		// their nonces (FindSlurmJob) when this rewind's attempts are
-		// taken over.
+		// Submitted, but its id is unreadable, and its attempts are about
+		// to be recorded as launch errors and tried again: without their
+		// scripts, the elements run nothing (an element that started
+		// already has read its script, and its status line in its log is
+		// not the retry's: the nonces differ).
+		os.RemoveAll(dir)
 		return nil, fmt.Errorf("sbatch: unexpected output %q", firstLine(out.Stdout))
 	}
 	now := time.Now()
