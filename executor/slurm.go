@@ -174,19 +174,7 @@ func sbatchArgs(spec Spec, job SlurmJob, dir string) []string {
 		// Tells this attempt's job from any other of the same name (FindSlurmJob).
 		args = append(args, "--comment=rewind:"+spec.Nonce)
 	}
-	if job.Partition != "" {
-		args = append(args, "--partition="+job.Partition)
-	}
-	if spec.MemoryLimit > 0 {
-		args = append(args, "--mem="+slurmMemory(spec.MemoryLimit))
-	}
-	if spec.CPUs > 0 {
-		args = append(args, "--cpus-per-task="+strconv.Itoa(spec.CPUs))
-	}
-	if spec.Timeout > 0 {
-		args = append(args, "--time="+strconv.Itoa(slurmMinutes(spec.Timeout)))
-	}
-	return args
+	return append(args, slurmOptions(spec, job.Partition)...)
 }
 
 // slurmMemory is a --mem value: whole mebibytes, rounded up.
