@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,25 +90,7 @@ pipeline %q {
 		ds, id, _ := strings.Cut(l, " ")
 		jobOf[ds] = id
 	}
-	for _, r := range w.runsJSON() {
-		ti := r.Tasks[0]
-		want, code := "success", 0
-		if r.DS == "2025-07-03" {
-			want, code = "failed", 3
-		}
-		if r.State != want || len(ti.Attempts) != 1 {
-			t.Errorf("%s: run %s with attempts %+v; want %s with its one attempt", r.DS, r.State, ti.Attempts, want)
-			continue
-		}
-		a := ti.Attempts[0]
-		if a.ExitCode == nil || *a.ExitCode != code {
-			t.Errorf("%s: exit code %v, want %d (the job's own)", r.DS, a.ExitCode, code)
-		}
-		b, err := os.ReadFile(a.LogPath)
-		if err != nil || !strings.Contains(string(b), jobOf[r.DS]) {
-			t.Errorf("%s: the attempt's log does not name its Slurm job %s (%v):\n%s", r.DS, jobOf[r.DS], err, b)
-		}
-	}
+	slurmRunsEndedOnce(t, w, []string{"2025-07-03"}, func(ds string) string { return jobOf[ds] })
 	if n := len(w.lines("ended.log")); n != 8 {
 		t.Errorf("%d jobs ran to their end, want 8", n)
 	}
@@ -242,10 +225,21 @@ pipeline %q {
 	if len(element) != 10 || len(w.lines("started.log")) != 10 {
 		t.Errorf("started: %v; want each of the 10 dates once", w.lines("started.log"))
 	}
+	slurmRunsEndedOnce(t, w, []string{"2025-07-03", "2025-07-08"}, func(ds string) string { return "submitted to Slurm as job " + element[ds] + "," })
+	if n := len(w.lines("ended.log")); n != 10 {
+		t.Errorf("%d elements ran to their end, want 10: %v", n, w.lines("ended.log"))
+	}
+}
+
+// slurmRunsEndedOnce checks that each run of w ended with its one attempt:
+// failed with exit 3 on the dates of failed, success with 0 elsewhere, the
+// attempt's log naming its job as logNames(ds) says.
+func slurmRunsEndedOnce(t *testing.T, w *workspace, failed []string, logNames func(ds string) string) {
+	t.Helper()
 	for _, r := range w.runsJSON() {
 		ti := r.Tasks[0]
 		want, code := "success", 0
-		if r.DS == "2025-07-03" || r.DS == "2025-07-08" {
+		if slices.Contains(failed, r.DS) {
 			want, code = "failed", 3
 		}
 		if r.State != want || len(ti.Attempts) != 1 {
@@ -254,14 +248,11 @@ pipeline %q {
 		}
 		a := ti.Attempts[0]
 		if a.ExitCode == nil || *a.ExitCode != code {
-			t.Errorf("%s: exit code %v, want %d (the element's own)", r.DS, a.ExitCode, code)
+			t.Errorf("%s: exit code %v, want %d (the job's own)", r.DS, a.ExitCode, code)
 		}
 		b, err := os.ReadFile(a.LogPath)
-		if err != nil || !strings.Contains(string(b), "submitted to Slurm as job "+element[r.DS]+",") {
-			t.Errorf("%s: the attempt's log does not name its element %s (%v):\n%s", r.DS, element[r.DS], err, b)
+		if name := logNames(r.DS); err != nil || !strings.Contains(string(b), name) {
+			t.Errorf("%s: the attempt's log does not name its Slurm job (%q) (%v):\n%s", r.DS, name, err, b)
 		}
-	}
-	if n := len(w.lines("ended.log")); n != 10 {
-		t.Errorf("%d elements ran to their end, want 10: %v", n, w.lines("ended.log"))
 	}
 }
