@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -198,10 +199,13 @@ func (c *cgroup) oomKills() int64 {
 }
 
 // watchOOM looks at the cgroup's OOM kills every memoryPoll until stop is
-// closed; once there is one, it sends the cgroup's peak.
-func (c *cgroup) watchOOM(stop <-chan struct{}) <-chan int64 {
+// closed; once there is one, it sends the cgroup's peak. It is done with c
+// when watching is done: only then may c be recycled (renamed).
+func (c *cgroup) watchOOM(stop <-chan struct{}, watching *sync.WaitGroup) <-chan int64 {
 	over := make(chan int64, 1)
+	watching.Add(1)
 	go func() {
+		defer watching.Done()
 		t := time.NewTicker(memoryPoll)
 		defer t.Stop()
 		for {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -49,9 +50,15 @@ func supervise(ctx context.Context, w *watch, s supervision) Result {
 		defer t.Stop()
 		timeout = t.C
 	}
+	// Runs before the cgroup is recycled: the OOM watch reads the cgroup
+	// until it has stopped.
 	stop := make(chan struct{})
-	defer close(stop)
-	over := s.overLimit(stop)
+	var watching sync.WaitGroup
+	defer func() {
+		close(stop)
+		watching.Wait()
+	}()
+	over := s.overLimit(stop, &watching)
 	stopped := false // we signalled the group to end it
 	var lastSignal syscall.Signal
 	select {
@@ -132,14 +139,14 @@ func supervise(ctx context.Context, w *watch, s supervision) Result {
 // overLimit delivers the memory used once the attempt is out of memory:
 // the kernel killed a process of its cgroup for memory (looked at every
 // memoryPoll while it has a limit), or the watchdog saw it over the limit.
-func (s *supervision) overLimit(stop <-chan struct{}) <-chan int64 {
+func (s *supervision) overLimit(stop <-chan struct{}, watching *sync.WaitGroup) <-chan int64 {
 	switch {
 	case s.overAlready > 0:
 		c := make(chan int64, 1)
 		c <- s.overAlready
 		return c
 	case s.cg != nil && s.memory > 0:
-		return s.cg.watchOOM(stop)
+		return s.cg.watchOOM(stop, watching)
 	case s.dog != nil:
 		return s.dog.over
 	}
