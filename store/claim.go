@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // EnqueueTasks moves each listed task instance scheduled -> queued, or
@@ -29,6 +30,24 @@ func (s *sqlStore) EnqueueTasks(ctx context.Context, p EnqueueTasksParams) (int,
 	return moved, nil
 }
 
+// The claim key of a task instance is a copy of its run's kind (backfill or
+// not) and logical date, in task_instances.claim_backfill and claim_unix,
+// written whenever a task instance is queued: with its priority and id it
+// is the claim order, which index task_instances_claim (of queued task
+// instances, by pool) gives, so that a claim reads only the candidates it
+// may take. A run never changes kind while a task instance of it is queued
+// (reprocessing and detaching a backfill's runs first put their queued task
+// instances back to scheduled). The claim checks the run itself: a wrong
+// copy could only misorder.
+const (
+	// claimKeyCopy sets the claim key of an UPDATE of task_instances from
+	// the run, read by id.
+	claimKeyCopy = `claim_backfill = (SELECT CASE WHEN r.kind = 'backfill' THEN 1 ELSE 0 END FROM runs r WHERE r.id = task_instances.run_id),
+		    claim_unix = (SELECT r.logical_unix FROM runs r WHERE r.id = task_instances.run_id)`
+	// claimKeySet sets it from the run r joined to the UPDATE.
+	claimKeySet = `claim_backfill = CASE WHEN r.kind = 'backfill' THEN 1 ELSE 0 END, claim_unix = r.logical_unix`
+)
+
 // claimCandidate is a queued task instance ClaimReady may take, with its
 // sort key and its pool's free backfill slots.
 type claimCandidate struct {
@@ -37,6 +56,7 @@ type claimCandidate struct {
 	backfill     bool
 	logicalUnix  int64
 	priority     int
+	free         int // the pool's free slots (at most the claim's limit)
 	freeBackfill int
 }
 
@@ -95,18 +115,23 @@ func (s *sqlStore) ClaimReady(ctx context.Context, p ClaimReadyParams) ([]Claime
 
 // pickCandidates is ClaimReady's choice among the pools' candidates (each
 // pool's in claim order): per pool, the backfill ones (last in its order)
-// beyond its free backfill slots are dropped; the rest are merged in claim
-// order (claimBefore) and the first p.Limit kept.
+// beyond its free backfill slots are dropped, and the rest beyond its free
+// slots; the rest are merged in claim order (claimBefore) and the first
+// p.Limit kept.
 func pickCandidates(p ClaimReadyParams, cands []claimCandidate) []claimCandidate {
-	taken := map[string]int{}
+	taken, takenBackfill := map[string]int{}, map[string]int{}
 	kept := cands[:0]
 	for _, cd := range cands {
 		if cd.backfill {
-			if taken[cd.pool] >= cd.freeBackfill {
+			if takenBackfill[cd.pool] >= cd.freeBackfill {
 				continue
 			}
-			taken[cd.pool]++
+			takenBackfill[cd.pool]++
 		}
+		if taken[cd.pool] >= cd.free {
+			continue
+		}
+		taken[cd.pool]++
 		kept = append(kept, cd)
 	}
 	sort.SliceStable(kept, func(i, j int) bool { return claimBefore(kept[i], kept[j], p.ReverseBackfill) })
@@ -132,13 +157,37 @@ func claimBefore(a, b claimCandidate, reverse bool) bool {
 	return a.id < b.id
 }
 
-// claimOrder is the ORDER BY of the candidates of one pool, on
-// task_instances ti JOIN runs r with bf (1 or true for a backfill run).
-func claimOrder(p ClaimReadyParams) string {
-	if p.ReverseBackfill {
-		return "bf, CASE WHEN r.kind = 'backfill' THEN r.logical_unix END DESC, r.logical_unix, ti.priority, ti.id"
+// claimCandidatesSQL is the query of one pool's candidates in claim order,
+// on the pool named by the SQL expression pool: its queued task instances
+// of scheduled and manual runs, at most free (an SQL expression), then, for
+// a claim of a backfill's runs, those of the backfill's runs, at most
+// freeBackfill. Each is read from index task_instances_claim in order, so
+// the query reads about as many task instances as it returns. Columns: id,
+// bf (1 for a backfill run), logical_unix, priority.
+func claimCandidatesSQL(d *dialect, a *args, p ClaimReadyParams, pool, free, freeBackfill string) string {
+	branch := func(bf, cond, desc, limit string) string {
+		conds := []string{"ti.state = 'queued'", "ti.pool = " + pool, "ti.claim_backfill = " + bf, cond}
+		if len(p.Pipelines) > 0 {
+			conds = append(conds, d.in(a, "r.pipeline", p.Pipelines))
+		}
+		return `SELECT * FROM (
+				SELECT ti.id, ` + bf + ` AS bf, ti.claim_unix AS logical_unix, ti.priority
+				FROM task_instances ti
+				JOIN runs r ON r.id = ti.run_id
+				WHERE ` + strings.Join(conds, " AND ") + `
+				ORDER BY ti.claim_unix` + desc + `, ti.priority, ti.id
+				LIMIT ` + limit + `
+			) AS q` + bf
 	}
-	return "bf, r.logical_unix, ti.priority, ti.id"
+	q := branch("0", "r.kind <> 'backfill'", "", free)
+	if p.BackfillID != "" {
+		desc := ""
+		if p.ReverseBackfill {
+			desc = " DESC"
+		}
+		q += "\n\t\t\tUNION ALL\n\t\t\t" + branch("1", "r.kind = 'backfill' AND r.backfill_id = "+a.add(p.BackfillID), desc, freeBackfill)
+	}
+	return q
 }
 
 // poolRooms reads what each pool of p can still take (runningByPool): the

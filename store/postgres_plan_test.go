@@ -28,13 +28,17 @@ type planNode struct {
 
 // runsTouched is the number of rows of runs the plan's scans of runs
 // returned or read and dropped, over all their loops.
-func (n planNode) runsTouched() float64 {
+func (n planNode) runsTouched() float64 { return n.rowsTouched("runs") }
+
+// rowsTouched is the number of rows of table the plan's scans of it
+// returned or read and dropped, over all their loops.
+func (n planNode) rowsTouched(table string) float64 {
 	var t float64
-	if n.Relation == "runs" {
+	if n.Relation == table {
 		t = (n.ActualRows + n.RemovedFilter + n.RemovedRecheck) * n.ActualLoops
 	}
 	for _, c := range n.Plans {
-		t += c.runsTouched()
+		t += c.rowsTouched(table)
 	}
 	return t
 }
@@ -236,5 +240,112 @@ func TestPostgresFinishRunsRowsTouched(t *testing.T) {
 	}
 	if finished != 8 || covered != 2 {
 		t.Errorf("%d runs finished and %d covered ones with them; want 8 and 2", finished, covered)
+	}
+}
+
+// TestPostgresClaimRowsTouched: a claim of 8 from a pool with 4,000 queued
+// task instances (2,000 of a backfill's runs, dated before the 2,000 of
+// scheduled runs) reads a few dozen task instances, not the backlog:
+// claims of scheduled runs alone, of the backfill's too, newest backfill
+// date first; with the planner's statistics stale (taken when the tables
+// were empty, autovacuum off) and fresh.
+func TestPostgresClaimRowsTouched(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	st, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, table := range []string{"runs", "task_instances", "attempts"} {
+		if _, err := db.Exec("ALTER TABLE " + table + " SET (autovacuum_enabled = false)"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec("ANALYZE " + table); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := st.UpsertPipeline(ctx, UpsertPipelineParams{Name: "p", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	hours := func(from time.Time, n int) []RunSpec {
+		specs := make([]RunSpec, n)
+		for i := range specs {
+			d := from.Add(time.Duration(i) * time.Hour)
+			specs[i] = RunSpec{LogicalDate: d, DS: d.Format(time.DateOnly), DataIntervalStart: d, DataIntervalEnd: d.Add(time.Hour)}
+		}
+		return specs
+	}
+	const n = 2000
+	tasks := []TaskSpec{{Name: "t", Pool: "default"}}
+	if _, err := st.MaterializeRuns(ctx, MaterializeRunsParams{Pipeline: "p", Kind: KindBackfill, BackfillID: "bf",
+		Runs: hours(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), n), Tasks: tasks, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.MaterializeRuns(ctx, MaterializeRunsParams{Pipeline: "p", Kind: KindScheduled,
+		Runs: hours(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), n), Tasks: tasks, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := st.ListRuns(ctx, ListRunsParams{Pipelines: []string{"p"}, WithTasks: true})
+	if err != nil || len(runs) != 2*n {
+		t.Fatalf("%d runs, %v", len(runs), err)
+	}
+	admit := make([]AdmitRunParams, len(runs))
+	items := make([]EnqueueItem, len(runs))
+	for i, r := range runs {
+		admit[i] = AdmitRunParams{RunID: r.ID, Now: now}
+		items[i] = EnqueueItem{TaskInstanceID: r.Tasks[0].ID, Pool: "default", LogPath: "/dev/null"}
+	}
+	if _, err := st.AdmitRuns(ctx, admit); err != nil {
+		t.Fatal(err)
+	}
+	if moved, err := st.EnqueueTasks(ctx, EnqueueTasksParams{Items: items, Now: now}); err != nil || moved != 2*n {
+		t.Fatalf("enqueued %d, %v", moved, err)
+	}
+	pools := []PoolCapacity{{Name: "default", Slots: 64, BackfillSlots: 4}}
+	for _, stats := range []string{"stale", "fresh"} {
+		if stats == "fresh" {
+			if _, err := db.Exec("ANALYZE"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range []struct {
+			name string
+			p    ClaimReadyParams
+		}{
+			{"scheduled", ClaimReadyParams{Pools: pools, Limit: 8, Owner: "o", Host: "h", Now: now}},
+			{"backfill", ClaimReadyParams{Pools: pools, Limit: 8, Owner: "o", Host: "h", Now: now, BackfillID: "bf"}},
+			{"backfill reversed", ClaimReadyParams{Pools: pools, Limit: 8, Owner: "o", Host: "h", Now: now, BackfillID: "bf", ReverseBackfill: true}},
+		} {
+			q, a := pgClaimQuery(&postgresDialect, c.p)
+			tx, err := db.Begin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out string
+			err = tx.QueryRow("EXPLAIN (ANALYZE, FORMAT JSON) "+q, a...).Scan(&out)
+			_ = tx.Rollback()
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			var plans []struct {
+				Plan planNode `json:"Plan"`
+			}
+			if err := json.Unmarshal([]byte(out), &plans); err != nil || len(plans) != 1 {
+				t.Fatalf("EXPLAIN output %s: %v", out, err)
+			}
+			plan := plans[0].Plan
+			if touched := plan.rowsTouched("task_instances"); touched > 40 {
+				t.Errorf("%s statistics, %s: the claim touched %g rows of task_instances; want at most 40 (not the backlog of %d):\n%s", stats, c.name, touched, 2*n, plan)
+			} else {
+				t.Logf("%s statistics, %s: %g rows of task_instances touched", stats, c.name, touched)
+			}
+		}
 	}
 }

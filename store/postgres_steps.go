@@ -137,9 +137,11 @@ func (pgSteps) enqueue(ctx context.Context, c conn, p EnqueueTasksParams) (int, 
 	n, err := affected(c.exec(ctx, `
 		UPDATE task_instances ti
 		SET state = 'queued', pool = CASE WHEN i.pool = '' THEN ti.pool ELSE i.pool END,
-		    reason = i.reason, priority = i.priority, log_path = i.log_path, next_try_at = NULL, updated_at = $1
-		FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[]) AS i (id, pool, reason, log_path, priority)
-		WHERE ti.id = i.id
+		    reason = i.reason, priority = i.priority, log_path = i.log_path, next_try_at = NULL, updated_at = $1,
+		    `+claimKeySet+`
+		FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[]) AS i (id, pool, reason, log_path, priority),
+		     runs r
+		WHERE ti.id = i.id AND r.id = ti.run_id
 		  AND (ti.state = 'scheduled'
 		       OR (ti.state = 'up_for_retry' AND (ti.next_try_at IS NULL OR ti.next_try_at <= $1)))`,
 		nanos(p.Now), ids, pools, reasons, paths, prios))
@@ -181,10 +183,12 @@ func (pgSteps) lockPools(ctx context.Context, c conn, pools []PoolCapacity) erro
 // for is one round trip and the commit:
 //   - busy, room: the running attempts per pool and the room they leave;
 //   - cand: per pool with room, its first queued task instances in claim
-//     order (a LATERAL query, LIMIT its room);
+//     order (claimCandidatesSQL as a LATERAL query: index scans that stop
+//     at its room);
 //   - pick: pickCandidates in SQL: per pool, its backfill candidates beyond
-//     its free backfill slots dropped, then the first Limit in claim
-//     order (claimBefore), numbered in that order;
+//     its free backfill slots dropped and the rest beyond its free slots,
+//     then the first Limit in claim order (claimBefore), numbered in that
+//     order;
 //   - u, ins: the guarded UPDATE queued -> running and the attempts'
 //     INSERT, with the nonces made beforehand (the pick's number is the
 //     index of its nonce), in the pick's order; an attempt that exists for
@@ -210,18 +214,10 @@ func pgClaimQuery(d *dialect, p ClaimReadyParams) (string, args) {
 		nonces[i] = newNonce()
 	}
 	a := args{names, slots, backfillSlots, int64(p.Limit), nullNanos(p.Now), p.Host, p.Owner, nonces}
-	conds := []string{"ti.state = 'queued'", "ti.pool = pc.pool"}
-	if len(p.Pipelines) > 0 {
-		conds = append(conds, d.in(&a, "r.pipeline", p.Pipelines))
-	}
-	if p.BackfillID == "" {
-		conds = append(conds, "r.kind <> 'backfill'")
-	} else {
-		conds = append(conds, "(r.kind <> 'backfill' OR (pc.free_backfill > 0 AND r.backfill_id = "+a.add(p.BackfillID)+"))")
-	}
+	cands := claimCandidatesSQL(d, &a, p, "pc.pool", "GREATEST(pc.free, 0)", "GREATEST(LEAST(pc.free, pc.free_backfill), 0)")
 	order := "logical_unix, priority, id" // claimBefore, within bf
 	if p.ReverseBackfill {
-		order = "CASE WHEN bf THEN logical_unix END DESC, " + order
+		order = "CASE WHEN bf = 1 THEN logical_unix END DESC, " + order
 	}
 	return `
 		WITH busy AS (
@@ -238,20 +234,17 @@ func pgClaimQuery(d *dialect, p ClaimReadyParams) (string, args) {
 			LEFT JOIN busy ON busy.pool = x.pool
 			WHERE x.slots - COALESCE(busy.n, 0) > 0
 		), cand AS (
-			SELECT c.id, pc.pool, c.bf, c.logical_unix, c.priority, pc.free_backfill
+			SELECT c.id, pc.pool, c.bf, c.logical_unix, c.priority, pc.free, pc.free_backfill
 			FROM room AS pc
 			CROSS JOIN LATERAL (
-				SELECT ti.id, r.kind = 'backfill' AS bf, r.logical_unix, ti.priority
-				FROM task_instances ti
-				JOIN runs r ON r.id = ti.run_id
-				WHERE ` + strings.Join(conds, " AND ") + `
-				ORDER BY ` + claimOrder(p) + `
-				LIMIT GREATEST(pc.free, 0)
+			` + cands + `
 			) AS c
 		), pick AS (
 			SELECT id, row_number() OVER (ORDER BY bf, ` + order + `) AS ord
-			FROM (SELECT cand.*, row_number() OVER (PARTITION BY pool, bf ORDER BY ` + order + `) AS nth FROM cand) AS k
-			WHERE NOT bf OR nth <= free_backfill
+			FROM (SELECT cand.*, row_number() OVER (PARTITION BY pool, bf ORDER BY ` + order + `) AS nth,
+			             row_number() OVER (PARTITION BY pool ORDER BY bf, ` + order + `) AS pn
+			      FROM cand) AS k
+			WHERE (bf = 0 OR nth <= free_backfill) AND pn <= free
 			ORDER BY bf, ` + order + `
 			LIMIT $4
 		), u AS (

@@ -17,12 +17,25 @@ func TestSQLiteQueryPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	claim := func(p ClaimReadyParams) (string, []any) {
+		a := args{"default", 8, 4}
+		return claimCandidatesSQL(&sqliteDialect, &a, p, "$1", "$2", "$3"), a
+	}
+	claimScheduled, scheduledArgs := claim(ClaimReadyParams{})
+	claimBackfill, backfillArgs := claim(ClaimReadyParams{BackfillID: "bf"})
+	claimNewest, newestArgs := claim(ClaimReadyParams{BackfillID: "bf", ReverseBackfill: true})
 	cases := []struct {
 		name  string
 		query string
 		args  []any
 		want  string // the step that reads attempts
 	}{
+		// A claim reads its pool's queued task instances in claim order
+		// from an index, as many as it may take: never every queued one,
+		// sorted (no TEMP B-TREE, checked below).
+		{"ClaimScheduled", claimScheduled, scheduledArgs, "SEARCH ti USING INDEX task_instances_claim (pool=? AND claim_backfill=?)"},
+		{"ClaimBackfill", claimBackfill, backfillArgs, "SEARCH ti USING INDEX task_instances_claim (pool=? AND claim_backfill=?)"},
+		{"ClaimBackfillNewestFirst", claimNewest, newestArgs, "SEARCH ti USING INDEX task_instances_claim_newest (pool=?)"},
 		// Searching attempts by state alone would read every successful
 		// attempt of the state: it must come from the pipeline's task instances.
 		{"TaskDurations", taskDurationsSQL(&sqliteDialect), []any{"p", 10, 5}, "SEARCH a USING COVERING INDEX attempts_task_state (task_instance_id=?"},
@@ -53,6 +66,9 @@ func TestSQLiteQueryPlans(t *testing.T) {
 		rows.Close()
 		if !strings.Contains(strings.Join(plan, "\n"), c.want) {
 			t.Errorf("%s: plan has no %q:\n%s", c.name, c.want, strings.Join(plan, "\n"))
+		}
+		if strings.HasPrefix(c.name, "Claim") && strings.Contains(strings.Join(plan, "\n"), "TEMP B-TREE") {
+			t.Errorf("%s sorts its candidates:\n%s", c.name, strings.Join(plan, "\n"))
 		}
 		for _, step := range plan {
 			for _, table := range []string{"attempts", "task_instances", "runs", " a", " ti", " r"} {

@@ -123,7 +123,8 @@ func (sqliteSteps) enqueue(ctx context.Context, c conn, p EnqueueTasksParams) (i
 	st, err := c.prepare(ctx, `
 		UPDATE task_instances
 		SET state = 'queued', pool = CASE WHEN $1 = '' THEN pool ELSE $1 END,
-		    reason = $2, priority = $3, log_path = $4, next_try_at = NULL, updated_at = $5
+		    reason = $2, priority = $3, log_path = $4, next_try_at = NULL, updated_at = $5,
+		    `+claimKeyCopy+`
 		WHERE id = $6 AND (state = 'scheduled'
 		                   OR (state = 'up_for_retry' AND (next_try_at IS NULL OR next_try_at <= $5)))`)
 	if err != nil {
@@ -169,24 +170,11 @@ func (sqliteSteps) claimCandidates(ctx context.Context, c conn, p ClaimReadyPara
 	var out []claimCandidate
 	for _, room := range rooms {
 		a := args{room.pool}
-		conds := []string{"ti.state = 'queued'", "ti.pool = $1"}
-		if len(p.Pipelines) > 0 {
-			conds = append(conds, c.d.in(&a, "r.pipeline", p.Pipelines))
-		}
-		if p.BackfillID == "" || room.freeBackfill <= 0 {
-			conds = append(conds, "r.kind <> 'backfill'")
-		} else {
-			conds = append(conds, "(r.kind <> 'backfill' OR r.backfill_id = "+a.add(p.BackfillID)+")")
-		}
-		rows, err := c.query(ctx, `
-			SELECT ti.id, CASE WHEN r.kind = 'backfill' THEN 1 ELSE 0 END AS bf, r.logical_unix, ti.priority
-			FROM task_instances ti
-			JOIN runs r ON r.id = ti.run_id
-			WHERE `+strings.Join(conds, " AND ")+`
-			ORDER BY `+claimOrder(p)+`
-			LIMIT `+a.add(room.free), a...)
+		free := a.add(room.free)
+		q := claimCandidatesSQL(c.d, &a, p, "$1", free, a.add(max(min(room.free, room.freeBackfill), 0)))
+		rows, err := c.query(ctx, q, a...)
 		got, err := scanAll(rows, err, func(rows *sql.Rows) (claimCandidate, error) {
-			cd := claimCandidate{pool: room.pool, freeBackfill: room.freeBackfill}
+			cd := claimCandidate{pool: room.pool, free: room.free, freeBackfill: room.freeBackfill}
 			var bf int
 			err := rows.Scan(&cd.id, &bf, &cd.logicalUnix, &cd.priority)
 			cd.backfill = bf == 1

@@ -76,7 +76,7 @@ func (s *sqlStore) SetTaskStates(ctx context.Context, p SetTaskStatesParams) (in
 			ids := p.IDs[start:min(start+s.d.chunk, len(p.IDs))]
 			var a args
 			q := "UPDATE task_instances SET state = " + a.add(string(p.To)) + ", updated_at = " + a.add(nullNanos(p.Now)) +
-				" WHERE " + s.d.in(&a, "id", ids) + " AND " + s.d.in(&a, "state", from)
+				", " + claimKeyCopy + " WHERE " + s.d.in(&a, "id", ids) + " AND " + s.d.in(&a, "state", from)
 			n, err := affected(c.exec(ctx, q, a...))
 			if err != nil {
 				return fmt.Errorf("store: set task states: %w", err)
