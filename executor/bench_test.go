@@ -120,3 +120,24 @@ func BenchmarkAttemptArgv(b *testing.B) { benchAttempt(b, "true") }
 
 // BenchmarkAttemptString is an attempt of command = "true".
 func BenchmarkAttemptString(b *testing.B) { benchAttempt(b, "/bin/sh", "-c", "true") }
+
+// BenchmarkAttemptFiles is what an attempt leaves on disk by contract, with
+// no process started: its run's scratch directory (REWIND_RUN_DIR, one per
+// run: here one per attempt, as in a pipeline of one task) and its log file.
+// No launch path can remove this part of an attempt's cost; `xargs`
+// creates nothing.
+func BenchmarkAttemptFiles(b *testing.B) {
+	concurrently(b, func() {
+		log := benchLog(b)
+		if err := os.Mkdir(log+".run", 0o700); err != nil {
+			b.Error(err)
+			return
+		}
+		f, err := openAppend(log)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		f.Close()
+	})
+}
