@@ -202,12 +202,20 @@ func (s *sqlStore) ReprocessRuns(ctx context.Context, p ReprocessRunsParams) (in
 		}
 		for _, t := range p.Add {
 			var a args
-			q := `INSERT INTO task_instances (run_id, task, state, pool, updated_at)
-				SELECT id, ` + a.add(t.Name) + `, 'scheduled', ` + a.add(t.Pool) + `, ` + a.add(now) +
-				` FROM runs WHERE ` + taken(&a) + ` ON CONFLICT (run_id, task) DO NOTHING`
+			q := `INSERT INTO task_instances (run_id, task, state, pool, updated_at, claim_backfill, claim_unix)
+				SELECT id, ` + a.add(t.Name) + `, 'scheduled', ` + a.add(t.Pool) + `, ` + a.add(now) + `, 1, logical_unix
+				FROM runs WHERE ` + taken(&a) + ` ON CONFLICT (run_id, task) DO NOTHING`
 			if _, err := c.exec(ctx, q, a...); err != nil {
 				return fmt.Errorf("store: reprocess runs of %s: add task %s: %w", p.Pipeline, t.Name, err)
 			}
+		}
+		// The claim key of every task instance of the runs follows their
+		// kind (see claimKey), queued ones included (with p.Tasks, the
+		// other tasks' task instances keep their state).
+		a = nil
+		q = `UPDATE task_instances SET claim_backfill = 1 WHERE claim_backfill <> 1 AND run_id IN (SELECT id FROM runs WHERE ` + taken(&a) + `)`
+		if _, err := c.exec(ctx, q, a...); err != nil {
+			return fmt.Errorf("store: reprocess runs of %s: claim keys: %w", p.Pipeline, err)
 		}
 		a = nil
 		q = `UPDATE runs SET kind = 'backfill', backfill_id = ` + a.add(p.BackfillID) +

@@ -30,23 +30,18 @@ func (s *sqlStore) EnqueueTasks(ctx context.Context, p EnqueueTasksParams) (int,
 	return moved, nil
 }
 
-// The claim key of a task instance is a copy of its run's kind (backfill or
-// not) and logical date, in task_instances.claim_backfill and claim_unix,
-// written whenever a task instance is queued: with its priority and id it
-// is the claim order, which index task_instances_claim (of queued task
-// instances, by pool) gives, so that a claim reads only the candidates it
-// may take. A run never changes kind while a task instance of it is queued
-// (reprocessing and detaching a backfill's runs first put their queued task
-// instances back to scheduled). The claim checks the run itself: a wrong
-// copy could only misorder.
-const (
-	// claimKeyCopy sets the claim key of an UPDATE of task_instances from
-	// the run, read by id.
-	claimKeyCopy = `claim_backfill = (SELECT CASE WHEN r.kind = 'backfill' THEN 1 ELSE 0 END FROM runs r WHERE r.id = task_instances.run_id),
-		    claim_unix = (SELECT r.logical_unix FROM runs r WHERE r.id = task_instances.run_id)`
-	// claimKeySet sets it from the run r joined to the UPDATE.
-	claimKeySet = `claim_backfill = CASE WHEN r.kind = 'backfill' THEN 1 ELSE 0 END, claim_unix = r.logical_unix`
-)
+// claimKey: the claim order of queued task instances is their run's kind
+// (scheduled and manual runs first, then backfill runs), the run's logical
+// date, the task's priority, its id. A task instance carries a copy of the
+// first two (task_instances.claim_backfill and claim_unix), so that the
+// partial indexes task_instances_claim and task_instances_claim_newest (of
+// queued task instances, by pool) give a claim its candidates in that
+// order and it reads only those it may take. The copy is written with the
+// task instance, and again for every task instance of a run, whatever its
+// state, in the transaction that changes the run's kind (ReprocessRuns,
+// ClearTasks taking runs back from a backfill); a run's logical date never
+// changes. Whether a candidate may be claimed, and as what, is read from
+// the run itself: a wrong copy could only misorder.
 
 // claimCandidate is a queued task instance ClaimReady may take, with its
 // sort key and its pool's free backfill slots.
@@ -119,6 +114,14 @@ func (s *sqlStore) ClaimReady(ctx context.Context, p ClaimReadyParams) ([]Claime
 // slots; the rest are merged in claim order (claimBefore) and the first
 // p.Limit kept.
 func pickCandidates(p ClaimReadyParams, cands []claimCandidate) []claimCandidate {
+	// Each pool's candidates in claim order, whatever order its query
+	// returned them in, so that the caps keep the first ones.
+	sort.SliceStable(cands, func(i, j int) bool {
+		if cands[i].pool != cands[j].pool {
+			return cands[i].pool < cands[j].pool
+		}
+		return claimBefore(cands[i], cands[j], p.ReverseBackfill)
+	})
 	taken, takenBackfill := map[string]int{}, map[string]int{}
 	kept := cands[:0]
 	for _, cd := range cands {
@@ -165,27 +168,31 @@ func claimBefore(a, b claimCandidate, reverse bool) bool {
 // the query reads about as many task instances as it returns. Columns: id,
 // bf (1 for a backfill run), logical_unix, priority.
 func claimCandidatesSQL(d *dialect, a *args, p ClaimReadyParams, pool, free, freeBackfill string) string {
-	branch := func(bf, cond, desc, limit string) string {
-		conds := []string{"ti.state = 'queued'", "ti.pool = " + pool, "ti.claim_backfill = " + bf, cond}
+	may := "r.kind <> 'backfill'"
+	if p.BackfillID != "" {
+		may = "(r.kind <> 'backfill' OR r.backfill_id = " + a.add(p.BackfillID) + ")"
+	}
+	branch := func(key, desc, limit string) string {
+		conds := []string{"ti.state = 'queued'", "ti.pool = " + pool, "ti.claim_backfill = " + key, may}
 		if len(p.Pipelines) > 0 {
 			conds = append(conds, d.in(a, "r.pipeline", p.Pipelines))
 		}
 		return `SELECT * FROM (
-				SELECT ti.id, ` + bf + ` AS bf, ti.claim_unix AS logical_unix, ti.priority
+				SELECT ti.id, CASE WHEN r.kind = 'backfill' THEN 1 ELSE 0 END AS bf, r.logical_unix, ti.priority
 				FROM task_instances ti
 				JOIN runs r ON r.id = ti.run_id
 				WHERE ` + strings.Join(conds, " AND ") + `
 				ORDER BY ti.claim_unix` + desc + `, ti.priority, ti.id
 				LIMIT ` + limit + `
-			) AS q` + bf
+			) AS q` + key
 	}
-	q := branch("0", "r.kind <> 'backfill'", "", free)
+	q := branch("0", "", free)
 	if p.BackfillID != "" {
 		desc := ""
 		if p.ReverseBackfill {
 			desc = " DESC"
 		}
-		q += "\n\t\t\tUNION ALL\n\t\t\t" + branch("1", "r.kind = 'backfill' AND r.backfill_id = "+a.add(p.BackfillID), desc, freeBackfill)
+		q += "\n\t\t\tUNION ALL\n\t\t\t" + branch("1", desc, freeBackfill)
 	}
 	return q
 }

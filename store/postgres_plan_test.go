@@ -243,12 +243,14 @@ func TestPostgresFinishRunsRowsTouched(t *testing.T) {
 	}
 }
 
-// TestPostgresClaimRowsTouched: a claim of 8 from a pool with 4,000 queued
-// task instances (2,000 of a backfill's runs, dated before the 2,000 of
-// scheduled runs) reads a few dozen task instances, not the backlog:
-// claims of scheduled runs alone, of the backfill's too, newest backfill
-// date first; with the planner's statistics stale (taken when the tables
-// were empty, autovacuum off) and fresh.
+// TestPostgresClaimRowsTouched: a claim of 8 reads a few dozen task
+// instances, not the backlog, and takes the first 8 in claim order: from a
+// pool with 4,000 queued task instances (2,000 of a backfill's runs, dated
+// before the 2,000 of scheduled runs), a claim of scheduled runs and one of
+// the backfill (which takes scheduled runs first); from a pool of 2,000
+// task instances of another backfill's runs, its claim, oldest date first
+// and newest first. With the planner's statistics stale (taken when the
+// tables were empty, autovacuum off) and fresh.
 func TestPostgresClaimRowsTouched(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
@@ -292,23 +294,51 @@ func TestPostgresClaimRowsTouched(t *testing.T) {
 		Runs: hours(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), n), Tasks: tasks, Now: now}); err != nil {
 		t.Fatal(err)
 	}
-	runs, err := st.ListRuns(ctx, ListRunsParams{Pipelines: []string{"p"}, WithTasks: true})
-	if err != nil || len(runs) != 2*n {
+	// Pipeline q: a backfill's runs alone in pool bfpool, so that a claim
+	// there takes backfill runs.
+	if _, err := st.UpsertPipeline(ctx, UpsertPipelineParams{Name: "q", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.MaterializeRuns(ctx, MaterializeRunsParams{Pipeline: "q", Kind: KindBackfill, BackfillID: "bq",
+		Runs: hours(time.Date(2021, 1, 1, 0, 0, 0, 0, time.UTC), n), Tasks: tasks, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := st.ListRuns(ctx, ListRunsParams{Pipelines: []string{"p", "q"}, WithTasks: true})
+	if err != nil || len(runs) != 3*n {
 		t.Fatalf("%d runs, %v", len(runs), err)
 	}
 	admit := make([]AdmitRunParams, len(runs))
 	items := make([]EnqueueItem, len(runs))
 	for i, r := range runs {
 		admit[i] = AdmitRunParams{RunID: r.ID, Now: now}
-		items[i] = EnqueueItem{TaskInstanceID: r.Tasks[0].ID, Pool: "default", LogPath: "/dev/null"}
+		pool := "default"
+		if r.Pipeline == "q" {
+			pool = "bfpool"
+		}
+		items[i] = EnqueueItem{TaskInstanceID: r.Tasks[0].ID, Pool: pool, LogPath: "/dev/null"}
 	}
 	if _, err := st.AdmitRuns(ctx, admit); err != nil {
 		t.Fatal(err)
 	}
-	if moved, err := st.EnqueueTasks(ctx, EnqueueTasksParams{Items: items, Now: now}); err != nil || moved != 2*n {
+	if moved, err := st.EnqueueTasks(ctx, EnqueueTasksParams{Items: items, Now: now}); err != nil || moved != 3*n {
 		t.Fatalf("enqueued %d, %v", moved, err)
 	}
 	pools := []PoolCapacity{{Name: "default", Slots: 64, BackfillSlots: 4}}
+	bfpool := []PoolCapacity{{Name: "bfpool", Slots: 64, BackfillSlots: 64}}
+	hour := func(y, i int) time.Time {
+		return time.Date(y, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Hour)
+	}
+	first8 := func(y int) []time.Time {
+		out := make([]time.Time, 8)
+		for i := range out {
+			out[i] = hour(y, i)
+		}
+		return out
+	}
+	last8 := make([]time.Time, 8)
+	for i := range last8 {
+		last8[i] = hour(2021, n-1-i)
+	}
 	for _, stats := range []string{"stale", "fresh"} {
 		if stats == "fresh" {
 			if _, err := db.Exec("ANALYZE"); err != nil {
@@ -318,13 +348,38 @@ func TestPostgresClaimRowsTouched(t *testing.T) {
 		for _, c := range []struct {
 			name string
 			p    ClaimReadyParams
+			kind RunKind
+			want []time.Time // the logical dates claimed, in order
 		}{
-			{"scheduled", ClaimReadyParams{Pools: pools, Limit: 8, Owner: "o", Host: "h", Now: now}},
-			{"backfill", ClaimReadyParams{Pools: pools, Limit: 8, Owner: "o", Host: "h", Now: now, BackfillID: "bf"}},
-			{"backfill reversed", ClaimReadyParams{Pools: pools, Limit: 8, Owner: "o", Host: "h", Now: now, BackfillID: "bf", ReverseBackfill: true}},
+			// Behind 2,000 older task instances of backfill runs.
+			{"scheduled", ClaimReadyParams{Pools: pools, Limit: 8, Owner: "o", Host: "h", Now: now}, KindScheduled, first8(2025)},
+			{"backfill, its pool's scheduled runs first", ClaimReadyParams{Pools: pools, Limit: 8, Owner: "o", Host: "h", Now: now, BackfillID: "bf"}, KindScheduled, first8(2025)},
+			{"backfill", ClaimReadyParams{Pools: bfpool, Limit: 8, Owner: "o", Host: "h", Now: now, BackfillID: "bq"}, KindBackfill, first8(2021)},
+			{"backfill reversed", ClaimReadyParams{Pools: bfpool, Limit: 8, Owner: "o", Host: "h", Now: now, BackfillID: "bq", ReverseBackfill: true}, KindBackfill, last8},
 		} {
 			q, a := pgClaimQuery(&postgresDialect, c.p)
+			// What the claim takes (then undone).
 			tx, err := db.Begin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := tx.Query(q, a...)
+			got, err := scanAll(rows, err, func(rows *sql.Rows) (ClaimedAttempt, error) { return pgClaimed(c.p, rows.Scan) })
+			_ = tx.Rollback()
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			var dates []time.Time
+			for _, ca := range got {
+				if ca.Kind != c.kind {
+					t.Errorf("%s: claimed a task instance of a %s run, want %s", c.name, ca.Kind, c.kind)
+				}
+				dates = append(dates, ca.LogicalDate.UTC())
+			}
+			if fmt.Sprint(dates) != fmt.Sprint(c.want) {
+				t.Errorf("%s: claimed the runs of %v, want %v", c.name, dates, c.want)
+			}
+			tx, err = db.Begin()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -53,10 +53,11 @@ func (pgSteps) createRuns(ctx context.Context, c conn, p MaterializeRunsParams) 
 		taskNames[i], taskPools[i] = t.Name, t.Pool
 	}
 	if _, err := c.exec(ctx, `
-		INSERT INTO task_instances (run_id, task, state, pool, updated_at)
-		SELECT r.id, t.task, 'scheduled', t.pool, $4
+		INSERT INTO task_instances (run_id, task, state, pool, updated_at, claim_backfill, claim_unix)
+		SELECT r.id, t.task, 'scheduled', t.pool, $4, CASE WHEN runs.kind = 'backfill' THEN 1 ELSE 0 END, runs.logical_unix
 		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t (task, pool, ord)
 		CROSS JOIN unnest($3::bigint[]) WITH ORDINALITY AS r (id, ord)
+		JOIN runs ON runs.id = r.id
 		ORDER BY t.ord, r.ord
 		ON CONFLICT (run_id, task) DO NOTHING`,
 		taskNames, taskPools, created, now); err != nil {
@@ -137,11 +138,9 @@ func (pgSteps) enqueue(ctx context.Context, c conn, p EnqueueTasksParams) (int, 
 	n, err := affected(c.exec(ctx, `
 		UPDATE task_instances ti
 		SET state = 'queued', pool = CASE WHEN i.pool = '' THEN ti.pool ELSE i.pool END,
-		    reason = i.reason, priority = i.priority, log_path = i.log_path, next_try_at = NULL, updated_at = $1,
-		    `+claimKeySet+`
-		FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[]) AS i (id, pool, reason, log_path, priority),
-		     runs r
-		WHERE ti.id = i.id AND r.id = ti.run_id
+		    reason = i.reason, priority = i.priority, log_path = i.log_path, next_try_at = NULL, updated_at = $1
+		FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::bigint[]) AS i (id, pool, reason, log_path, priority)
+		WHERE ti.id = i.id
 		  AND (ti.state = 'scheduled'
 		       OR (ti.state = 'up_for_retry' AND (ti.next_try_at IS NULL OR ti.next_try_at <= $1)))`,
 		nanos(p.Now), ids, pools, reasons, paths, prios))

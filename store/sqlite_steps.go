@@ -63,8 +63,8 @@ func (sqliteSteps) createRuns(ctx context.Context, c conn, p MaterializeRunsPara
 		return created, nil
 	}
 	insTask, err := c.prepare(ctx, `
-		INSERT INTO task_instances (run_id, task, state, pool, updated_at)
-		SELECT id, $1, 'scheduled', $2, $3 FROM runs WHERE id > $4
+		INSERT INTO task_instances (run_id, task, state, pool, updated_at, claim_backfill, claim_unix)
+		SELECT id, $1, 'scheduled', $2, $3, CASE WHEN kind = 'backfill' THEN 1 ELSE 0 END, logical_unix FROM runs WHERE id > $4
 		ON CONFLICT (run_id, task) DO NOTHING`)
 	if err != nil {
 		return 0, fmt.Errorf("store: materialize runs %s: %w", p.Pipeline, err)
@@ -123,8 +123,7 @@ func (sqliteSteps) enqueue(ctx context.Context, c conn, p EnqueueTasksParams) (i
 	st, err := c.prepare(ctx, `
 		UPDATE task_instances
 		SET state = 'queued', pool = CASE WHEN $1 = '' THEN pool ELSE $1 END,
-		    reason = $2, priority = $3, log_path = $4, next_try_at = NULL, updated_at = $5,
-		    `+claimKeyCopy+`
+		    reason = $2, priority = $3, log_path = $4, next_try_at = NULL, updated_at = $5
 		WHERE id = $6 AND (state = 'scheduled'
 		                   OR (state = 'up_for_retry' AND (next_try_at IS NULL OR next_try_at <= $5)))`)
 	if err != nil {

@@ -76,7 +76,7 @@ func (s *sqlStore) SetTaskStates(ctx context.Context, p SetTaskStatesParams) (in
 			ids := p.IDs[start:min(start+s.d.chunk, len(p.IDs))]
 			var a args
 			q := "UPDATE task_instances SET state = " + a.add(string(p.To)) + ", updated_at = " + a.add(nullNanos(p.Now)) +
-				", " + claimKeyCopy + " WHERE " + s.d.in(&a, "id", ids) + " AND " + s.d.in(&a, "state", from)
+				" WHERE " + s.d.in(&a, "id", ids) + " AND " + s.d.in(&a, "state", from)
 			n, err := affected(c.exec(ctx, q, a...))
 			if err != nil {
 				return fmt.Errorf("store: set task states: %w", err)
@@ -235,6 +235,14 @@ func (s *sqlStore) ClearTasks(ctx context.Context, p ClearTasksParams) (int, err
 			UPDATE task_instances SET state = 'scheduled', updated_at = `+a.add(now)+` WHERE state = 'queued'
 			AND run_id IN (SELECT id FROM runs WHERE `+detach(&a)+`)`, a...); err != nil {
 			return fmt.Errorf("store: clear tasks %s: runs of backfills: %w", p.Pipeline, err)
+		}
+		// The claim key of their task instances follows their kind (see
+		// claimKey).
+		a = nil
+		if _, err := c.exec(ctx, `
+			UPDATE task_instances SET claim_backfill = 0
+			WHERE claim_backfill <> 0 AND run_id IN (SELECT id FROM runs WHERE `+detach(&a)+`)`, a...); err != nil {
+			return fmt.Errorf("store: clear tasks %s: runs of backfills: claim keys: %w", p.Pipeline, err)
 		}
 		a = nil
 		if _, err := c.exec(ctx, `
