@@ -95,6 +95,35 @@ func TestClaimKeyAfterReprocessOfSomeTasksPostgres(t *testing.T) {
 	claimKeyAfterReprocessOfSomeTasks(t, st)
 }
 
+// ckEnqueueDuring runs change in a transaction and, before it commits,
+// enqueues t2 of r from another connection (another process: the
+// scheduler), which waits for the transaction where it holds t2's row (it
+// may also come after the commit); then it logs what the run became.
+func ckEnqueueDuring(t *testing.T, st Store, r Run, change func(tx Store) error) {
+	ctx := context.Background()
+	done := make(chan struct{})
+	err := st.InTx(ctx, func(tx Store) error {
+		if err := change(tx); err != nil {
+			return err
+		}
+		go func() {
+			defer close(done)
+			n, err := st.EnqueueTasks(ctx, EnqueueTasksParams{Items: []EnqueueItem{{TaskInstanceID: ckTI(r, "t2"), Pool: "default", LogPath: "/dev/null"}}, Now: ckNow})
+			t.Logf("concurrent EnqueueTasks: moved %d, %v", n, err)
+		}()
+		time.Sleep(500 * time.Millisecond) // lets the enqueue reach t2's row lock
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	runs, _ := st.ListRuns(ctx, ListRunsParams{Pipelines: []string{"p"}, WithTasks: true})
+	for _, ti := range runs[0].Tasks {
+		t.Logf("after: run kind %q backfill %q state %s; %s %s", runs[0].Kind, runs[0].BackfillID, runs[0].State, ti.Task, ti.State)
+	}
+}
+
 // PostgreSQL, READ COMMITTED: an EnqueueTasks of a task instance while a
 // ClearTasks takes its run back from a backfill that no longer runs (after
 // its statements, before its commit) leaves a task instance that a claim
@@ -108,29 +137,10 @@ func TestPostgresClaimKeyEnqueueDuringDetach(t *testing.T) {
 	}
 	defer st.Close()
 	r := ckRun(t, st, KindBackfill, "bf") // no backfills row: bf is not running
-	done := make(chan struct{})
-	err = st.InTx(ctx, func(tx Store) error {
-		if _, err := tx.ClearTasks(ctx, ClearTasksParams{Pipeline: "p", Now: ckNow}); err != nil {
-			return err
-		}
-		// Another process (the scheduler) enqueues t2 now: it waits for
-		// this transaction, which holds t2's row.
-		go func() {
-			defer close(done)
-			n, err := st.EnqueueTasks(ctx, EnqueueTasksParams{Items: []EnqueueItem{{TaskInstanceID: ckTI(r, "t2"), Pool: "default", LogPath: "/dev/null"}}, Now: ckNow})
-			t.Logf("concurrent EnqueueTasks: moved %d, %v", n, err)
-		}()
-		time.Sleep(500 * time.Millisecond) // lets the enqueue reach t2's row lock (it may also come after the commit)
-		return nil
+	ckEnqueueDuring(t, st, r, func(tx Store) error {
+		_, err := tx.ClearTasks(ctx, ClearTasksParams{Pipeline: "p", Now: ckNow})
+		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-done
-	runs, _ := st.ListRuns(ctx, ListRunsParams{Pipelines: []string{"p"}, WithTasks: true})
-	for _, ti := range runs[0].Tasks {
-		t.Logf("after: run kind %q backfill %q state %s; %s %s", runs[0].Kind, runs[0].BackfillID, runs[0].State, ti.Task, ti.State)
-	}
 	if got := ckClaim(t, st, ""); len(got) != 1 {
 		t.Errorf("t2 is queued in a scheduled run; a claim of scheduled runs took %d task instances, want 1", len(got))
 	}
@@ -147,28 +157,11 @@ func TestPostgresClaimKeyEnqueueDuringReprocess(t *testing.T) {
 	}
 	defer st.Close()
 	r := ckRun(t, st, KindScheduled, "")
-	done := make(chan struct{})
-	err = st.InTx(ctx, func(tx Store) error {
-		if _, err := tx.ReprocessRuns(ctx, ReprocessRunsParams{Pipeline: "p", BackfillID: "bf1", From: r.LogicalDate, To: r.LogicalDate,
-			States: []RunState{RunRunning}, Now: ckNow}); err != nil {
-			return err
-		}
-		go func() {
-			defer close(done)
-			n, err := st.EnqueueTasks(ctx, EnqueueTasksParams{Items: []EnqueueItem{{TaskInstanceID: ckTI(r, "t2"), Pool: "default", LogPath: "/dev/null"}}, Now: ckNow})
-			t.Logf("concurrent EnqueueTasks: moved %d, %v", n, err)
-		}()
-		time.Sleep(500 * time.Millisecond) // the enqueue has taken its snapshot and waits on t2's row lock
-		return nil
+	ckEnqueueDuring(t, st, r, func(tx Store) error {
+		_, err := tx.ReprocessRuns(ctx, ReprocessRunsParams{Pipeline: "p", BackfillID: "bf1", From: r.LogicalDate, To: r.LogicalDate,
+			States: []RunState{RunRunning}, Now: ckNow})
+		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-done
-	runs, _ := st.ListRuns(ctx, ListRunsParams{Pipelines: []string{"p"}, WithTasks: true})
-	for _, ti := range runs[0].Tasks {
-		t.Logf("after: run kind %q backfill %q state %s; %s %s", runs[0].Kind, runs[0].BackfillID, runs[0].State, ti.Task, ti.State)
-	}
 	if got := ckClaim(t, st, "bf1"); len(got) != 1 {
 		t.Errorf("t2 is queued in a run of bf1; a claim of bf1 took %d task instances, want 1", len(got))
 	}

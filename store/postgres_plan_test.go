@@ -57,6 +57,24 @@ func (n planNode) String() string {
 	return b.String()
 }
 
+// openPlanState opens a new PostgreSQL state twice: as a Store, and as a
+// database/sql handle for EXPLAIN. Both close with t.
+func openPlanState(t *testing.T) (Store, *sql.DB) {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	st, err := Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return st, db
+}
+
 // explainRuns runs the query under EXPLAIN ANALYZE and returns its plan.
 func explainRuns(t *testing.T, db *sql.DB, query string, args ...any) planNode {
 	t.Helper()
@@ -81,17 +99,7 @@ func explainRuns(t *testing.T, db *sql.DB, query string, args ...any) planNode {
 // autovacuum off), none, or fresh ones.
 func TestPostgresAdvanceWatermarkRowsTouched(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.DSN(t)
-	st, err := Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	st, db := openPlanState(t)
 	exec := func(q string, args ...any) {
 		t.Helper()
 		if _, err := db.Exec(q, args...); err != nil {
@@ -253,17 +261,7 @@ func TestPostgresFinishRunsRowsTouched(t *testing.T) {
 // tables were empty, autovacuum off) and fresh.
 func TestPostgresClaimRowsTouched(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.DSN(t)
-	st, err := Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	st, db := openPlanState(t)
 	for _, table := range []string{"runs", "task_instances", "attempts"} {
 		if _, err := db.Exec("ALTER TABLE " + table + " SET (autovacuum_enabled = false)"); err != nil {
 			t.Fatal(err)
