@@ -44,7 +44,7 @@ func (s *sqlStore) EnqueueTasks(ctx context.Context, p EnqueueTasksParams) (int,
 // the run itself: a wrong copy could only misorder.
 
 // claimCandidate is a queued task instance ClaimReady may take, with its
-// sort key and its pool's free backfill slots.
+// sort key and its pool's free slots and free backfill slots.
 type claimCandidate struct {
 	id           int64
 	pool         string
@@ -164,9 +164,10 @@ func claimBefore(a, b claimCandidate, reverse bool) bool {
 // on the pool named by the SQL expression pool: its queued task instances
 // of scheduled and manual runs, at most free (an SQL expression), then, for
 // a claim of a backfill's runs, those of the backfill's runs, at most
-// freeBackfill. Each is read from index task_instances_claim in order, so
-// the query reads about as many task instances as it returns. Columns: id,
-// bf (1 for a backfill run), logical_unix, priority.
+// freeBackfill. Each is read in order from an index of queued task
+// instances by their claim key (see claimKey), so the query reads about as
+// many task instances as it returns; what may be taken, and bf, come from
+// the run. Columns: id, bf (1 for a backfill run), logical_unix, priority.
 func claimCandidatesSQL(d *dialect, a *args, p ClaimReadyParams, pool, free, freeBackfill string) string {
 	may := "r.kind <> 'backfill'"
 	if p.BackfillID != "" {
