@@ -64,6 +64,23 @@ func firsts(ids []int64) []bool {
 	return out
 }
 
+// applyBatch runs a batch form in one write transaction: apply applies the
+// items whose id is the first of its kind and reports which its guards took;
+// the others get refused's errors. what names the batch in a database
+// error, op an item in its own error, table the items' table.
+func (s *sqlStore) applyBatch(ctx context.Context, what, table, op string, ids []int64, apply func(c conn, first []bool) ([]bool, error)) ([]error, error) {
+	var errs []error
+	err := s.writeSet(ctx, func(c conn) error {
+		ok, err := apply(c, firsts(ids))
+		if err != nil {
+			return fmt.Errorf("store: %s: %w", what, err)
+		}
+		errs, err = refused(ctx, c, table, op, ids, ok)
+		return err
+	})
+	return errs, err
+}
+
 // AdmitRuns admits many runs at once (see AdmitRun).
 func (s *sqlStore) AdmitRuns(ctx context.Context, ps []AdmitRunParams) ([]error, error) {
 	if len(ps) == 0 {
@@ -73,16 +90,9 @@ func (s *sqlStore) AdmitRuns(ctx context.Context, ps []AdmitRunParams) ([]error,
 	for i, p := range ps {
 		ids[i] = p.RunID
 	}
-	var errs []error
-	err := s.writeSet(ctx, func(c conn) error {
-		ok, err := s.d.steps.admitRuns(ctx, c, ps, firsts(ids))
-		if err != nil {
-			return fmt.Errorf("store: admit runs: %w", err)
-		}
-		errs, err = refused(ctx, c, "runs", "admit run", ids, ok)
-		return err
+	return s.applyBatch(ctx, "admit runs", "runs", "admit run", ids, func(c conn, apply []bool) ([]bool, error) {
+		return s.d.steps.admitRuns(ctx, c, ps, apply)
 	})
-	return errs, err
 }
 
 // AdmitRun moves a run queued -> running.
@@ -102,16 +112,9 @@ func (s *sqlStore) FinishRuns(ctx context.Context, ps []FinishRunParams) ([]erro
 		}
 		ids[i] = p.RunID
 	}
-	var errs []error
-	err := s.writeSet(ctx, func(c conn) error {
-		ok, err := s.d.steps.finishRuns(ctx, c, ps, firsts(ids))
-		if err != nil {
-			return fmt.Errorf("store: finish runs: %w", err)
-		}
-		errs, err = refused(ctx, c, "runs", "finish run", ids, ok)
-		return err
+	return s.applyBatch(ctx, "finish runs", "runs", "finish run", ids, func(c conn, apply []bool) ([]bool, error) {
+		return s.d.steps.finishRuns(ctx, c, ps, apply)
 	})
-	return errs, err
 }
 
 // FinishRun moves a run queued|running -> success|failed when its task
@@ -131,16 +134,9 @@ func (s *sqlStore) StartAttempts(ctx context.Context, ps []StartAttemptParams) (
 	for i, p := range ps {
 		ids[i] = p.AttemptID
 	}
-	var errs []error
-	err := s.writeSet(ctx, func(c conn) error {
-		ok, err := s.d.steps.startAttempts(ctx, c, ps, firsts(ids))
-		if err != nil {
-			return fmt.Errorf("store: start attempts: %w", err)
-		}
-		errs, err = refused(ctx, c, "attempts", "start attempt", ids, ok)
-		return err
+	return s.applyBatch(ctx, "start attempts", "attempts", "start attempt", ids, func(c conn, apply []bool) ([]bool, error) {
+		return s.d.steps.startAttempts(ctx, c, ps, apply)
 	})
-	return errs, err
 }
 
 // StartAttempt records the attempt's process in one guarded statement: the
@@ -172,16 +168,9 @@ func (s *sqlStore) FinishAttempts(ctx context.Context, ps []FinishAttemptParams)
 		}
 		ids[i] = p.AttemptID
 	}
-	var errs []error
-	err := s.writeSet(ctx, func(c conn) error {
-		ok, err := s.d.steps.finishAttempts(ctx, c, ps, firsts(ids))
-		if err != nil {
-			return fmt.Errorf("store: finish attempts: %w", err)
-		}
-		errs, err = refused(ctx, c, "attempts", "finish attempt", ids, ok)
-		return err
+	return s.applyBatch(ctx, "finish attempts", "attempts", "finish attempt", ids, func(c conn, apply []bool) ([]bool, error) {
+		return s.d.steps.finishAttempts(ctx, c, ps, apply)
 	})
-	return errs, err
 }
 
 // FinishAttempt records an attempt's outcome (guarded: only a running attempt
