@@ -93,11 +93,8 @@ func (s *sqlStore) ClaimReady(ctx context.Context, p ClaimReadyParams) ([]Claime
 		}
 	}
 	var out []ClaimedAttempt
-	err := s.write(ctx, func(c conn) error {
-		out = nil
-		if err := s.d.steps.lockPools(ctx, c, p.Pools); err != nil {
-			return fmt.Errorf("store: claim ready: %w", err)
-		}
+	// It claims what it finds and no more: no savepoint inside InTx.
+	err := s.writeSet(ctx, func(c conn) error {
 		var err error
 		out, err = s.d.steps.claim(ctx, c, p)
 		return err
@@ -253,8 +250,18 @@ func runningByPool(ctx context.Context, c conn, pools []PoolCapacity) (all, back
 // instances (by the task instance's pool) in one statement, read from one
 // snapshot.
 func (s *sqlStore) Usage(ctx context.Context) ([]UsageRow, error) {
-	col := s.d.collate
-	rows, err := s.rq().query(ctx, `
+	var out []UsageRow
+	err := s.rq().pipeline(ctx, []pipeStmt{usageStmt(s.d, &out)})
+	if err != nil {
+		return nil, fmt.Errorf("store: usage: %w", err)
+	}
+	return out, nil
+}
+
+// usageStmt is Usage's statement, its rows appended to out.
+func usageStmt(d *dialect, out *[]UsageRow) pipeStmt {
+	col := d.collate
+	return pipeStmt{query: `
 		SELECT pool, pipeline, task, bf, SUM(running), SUM(queued)
 		FROM (
 			SELECT a.pool AS pool, r.pipeline AS pipeline, ti.task AS task,
@@ -271,16 +278,17 @@ func (s *sqlStore) Usage(ctx context.Context) ([]UsageRow, error) {
 			WHERE ti.state = 'queued'
 		) AS u
 		GROUP BY pool, pipeline, task, bf
-		ORDER BY pool`+col+`, pipeline`+col+`, task`+col+`, bf`)
-	out, err := scanAll(rows, err, func(rows *sql.Rows) (UsageRow, error) {
-		var u UsageRow
-		var bf int
-		err := rows.Scan(&u.Pool, &u.Pipeline, &u.Task, &bf, &u.Running, &u.Queued)
-		u.Backfill = bf == 1
-		return u, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: usage: %w", err)
-	}
-	return out, nil
+		ORDER BY pool` + col + `, pipeline` + col + `, task` + col + `, bf`,
+		scan: func(rows rowScanner) error {
+			for rows.Next() {
+				var u UsageRow
+				var bf int
+				if err := rows.Scan(&u.Pool, &u.Pipeline, &u.Task, &bf, &u.Running, &u.Queued); err != nil {
+					return err
+				}
+				u.Backfill = bf == 1
+				*out = append(*out, u)
+			}
+			return nil
+		}}
 }

@@ -56,7 +56,7 @@ type migrationTarget struct {
 	// write runs fn in a write transaction and commits it when fn returns
 	// nil. It must serialize concurrent openers of the same state (SQLite:
 	// the write lock of BEGIN IMMEDIATE; PostgreSQL: pg_advisory_xact_lock).
-	write func(ctx context.Context, fn func(tx *sql.Tx) error) error
+	write func(ctx context.Context, fn func(tx querier) error) error
 }
 
 // loadMigrations reads the embedded migrations, ordered by version.
@@ -112,7 +112,7 @@ func runMigrations(ctx context.Context, t migrationTarget) error {
 	}
 	// PostgreSQL: two openers of a new database may race on CREATE TABLE IF
 	// NOT EXISTS (a unique violation in pg_type), so it runs under the lock.
-	if err := t.write(ctx, func(tx *sql.Tx) error {
+	if err := t.write(ctx, func(tx querier) error {
 		_, err := tx.ExecContext(ctx, ddl)
 		return err
 	}); err != nil {
@@ -140,7 +140,7 @@ func applyMigration(ctx context.Context, t migrationTarget, m migration) error {
 		return fmt.Errorf("store: migration %s: %w", m.name, err)
 	}
 	d := t.dialect
-	return t.write(ctx, func(tx *sql.Tx) error {
+	return t.write(ctx, func(tx querier) error {
 		var one int
 		err := tx.QueryRowContext(ctx, "SELECT 1 FROM schema_migrations WHERE version = "+d.ph(1), m.version).Scan(&one)
 		if err == nil {

@@ -44,6 +44,10 @@ type (
 		Through time.Time
 		Now     time.Time
 	}
+	// InFlightParams names the pipelines whose running runs InFlight reads.
+	InFlightParams struct {
+		Pipelines []string
+	}
 	// ListRunsParams filters runs; zero fields do not filter. Runs come ordered
 	// by pipeline, then logical date.
 	ListRunsParams struct {

@@ -54,7 +54,7 @@ type pgDB struct {
 	where string // "postgres HOST/DB" for errors, without the password
 	// tx is set on the Store that InTx hands to its function: every
 	// operation then runs inside that transaction, under a savepoint.
-	tx *sql.Tx
+	tx *pgTx
 	// fence, when set, is checked at the start of every write transaction.
 	fence *fence
 	// txs is shared by the views of one InTx transaction (Fenced included).
@@ -220,7 +220,7 @@ func (s *pgDB) migrate(ctx context.Context) error {
 		dialect: postgresDialect,
 		where:   s.where,
 		db:      s.db,
-		write: func(ctx context.Context, fn func(tx *sql.Tx) error) error {
+		write: func(ctx context.Context, fn func(tx querier) error) error {
 			tx, err := s.db.BeginTx(ctx, nil)
 			if err != nil {
 				return fmt.Errorf("store: %s: begin: %w", s.where, err)
@@ -256,7 +256,7 @@ const pgRetries = 8
 // failed operation leaves nothing half-done while the others of the batch
 // stand (PostgreSQL aborts the whole transaction on an error; rolling back
 // to the savepoint makes it usable again).
-func (s *pgDB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *pgDB) write(ctx context.Context, fn func(tx querier) error) error {
 	if s.tx != nil {
 		if s.txs.failed != nil {
 			return s.txs.failed
@@ -308,7 +308,7 @@ func (s *pgDB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // inside InTx it runs without a savepoint of its own, one round trip less.
 // A database error in it fails the enclosing transaction (see
 // pgTxState.failed): nothing of that transaction stands.
-func (s *pgDB) writeSet(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *pgDB) writeSet(ctx context.Context, fn func(tx querier) error) error {
 	if s.tx == nil {
 		return s.write(ctx, fn)
 	}
@@ -334,7 +334,7 @@ func (s *pgDB) writeSet(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return nil
 }
 
-func (s *pgDB) writeOnce(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *pgDB) writeOnce(ctx context.Context, fn func(tx querier) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
@@ -361,8 +361,11 @@ func (s *pgDB) writeOnce(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // read runs fn on one snapshot (a read-only REPEATABLE READ transaction).
 // Inside InTx it reads the enclosing transaction, writes of the batch
 // included.
-func (s *pgDB) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return readTx(ctx, s.tx, s.db, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, fn)
+func (s *pgDB) read(ctx context.Context, fn func(tx querier) error) error {
+	if s.tx != nil {
+		return fn(s.tx)
+	}
+	return readTx(ctx, nil, s.db, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, fn)
 }
 
 // rq is where a single-statement read goes: the enclosing transaction, or
@@ -375,43 +378,51 @@ func (s *pgDB) rq() querier {
 }
 
 // inTx runs fn with a view whose operations share one transaction,
-// committed when fn returns nil and rolled back otherwise.
+// committed when fn returns nil and rolled back otherwise. The transaction
+// begins with its first statement (see pgTx).
 func (s *pgDB) inTx(ctx context.Context, fn func(backend) error) error {
 	if s.tx != nil {
 		return fn(s)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	c, err := s.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", pgMap(err))
 	}
-	if err := s.fence.check(ctx, tx, pgFenceSQL); err != nil {
-		_ = tx.Rollback()
-		return pgMap(err)
-	}
+	defer c.Close()
+	tx := &pgTx{c: c, unsent: true, fence: s.fence}
 	done := false
 	defer func() {
 		if !done { // fn panicked: give the connection back clean
-			_ = tx.Rollback()
+			tx.rollback()
 		}
 	}()
 	inner := *s
 	inner.tx = tx
 	inner.txs = &pgTxState{verified: map[fence]bool{}}
 	if s.fence != nil {
-		inner.txs.verified[*s.fence] = true
+		inner.txs.verified[*s.fence] = true // checked with the BEGIN
 	}
 	err = fn(&inner)
 	done = true
-	if inner.txs.failed != nil {
+	switch {
+	case tx.err != nil:
+		// the BEGIN or the lease check failed: what the statements after
+		// it said ("context canceled") is not the cause
+		err = pgMap(tx.err)
+	case inner.txs.failed != nil:
 		// the first database error, not what a later statement of the
 		// aborted transaction said of it
 		err = inner.txs.failed
 	}
 	if err != nil {
-		_ = tx.Rollback()
+		tx.rollback()
 		return err
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.commit(ctx); err != nil {
+		tx.rollback()
+		if tx.err != nil {
+			return pgMap(tx.err) // the lease check of an empty transaction
+		}
 		return fmt.Errorf("store: commit: %w", pgMap(err))
 	}
 	return nil

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,12 +29,7 @@ func (s *pgDB) claimPipelined(ctx context.Context, d *dialect, p ClaimReadyParam
 	if s.tx != nil || s.fence != nil {
 		return nil, false, nil
 	}
-	keys := make([]int32, 0, len(p.Pools))
-	for _, pc := range p.Pools {
-		keys = append(keys, pgPoolLockKey(pc.Name))
-	}
-	slices.Sort(keys)
-	keys = slices.Compact(keys)
+	keys := pgPoolLockKeys(p.Pools)
 	var out []ClaimedAttempt
 	var err error
 	for attempt := 0; ; attempt++ {

@@ -157,29 +157,24 @@ func pgPoolLockKey(pool string) int32 {
 	return int32(h.Sum32())
 }
 
-// lockPools takes the advisory transaction locks of the pools, in key
-// order (so that two claimers with overlapping pools cannot deadlock, even
-// when two names share a key). A claimer of another pool set runs
-// alongside; one of the same pools waits.
-func (pgSteps) lockPools(ctx context.Context, c conn, pools []PoolCapacity) error {
+// pgPoolLockKeys are the advisory lock keys of the pools, in key order (so
+// that two claimers with overlapping pools cannot deadlock, even when two
+// names share a key). A claimer of another pool set runs alongside; one of
+// the same pools waits.
+func pgPoolLockKeys(pools []PoolCapacity) []int32 {
 	keys := make([]int32, 0, len(pools))
 	for _, pc := range pools {
 		keys = append(keys, pgPoolLockKey(pc.Name))
 	}
 	slices.Sort(keys)
-	keys = slices.Compact(keys)
-	for _, k := range keys {
-		if _, err := c.exec(ctx, "SELECT pg_advisory_xact_lock($1, $2)", pgLockSpace, k); err != nil {
-			return fmt.Errorf("lock pools: %w", err)
-		}
-	}
-	return nil
+	return slices.Compact(keys)
 }
 
-// claim is ClaimReady after the pools' locks in one statement (a snapshot
-// taken after the locks, so the running attempts it counts cannot change
-// before the commit), so that the stretch every claimer of the pool waits
-// for is one round trip and the commit:
+// claim takes the pools' advisory transaction locks (pgPoolLockKeys), then
+// is ClaimReady in one statement (a snapshot taken after the locks, so the
+// running attempts it counts cannot change before the commit), all in one
+// pipeline, so that the stretch every claimer of the pool waits for is one
+// round trip and the commit:
 //   - busy, room: the running attempts per pool and the room they leave;
 //   - cand: per pool with room, its first queued task instances in claim
 //     order (claimCandidatesSQL as a LATERAL query: index scans that stop
@@ -193,10 +188,23 @@ func (pgSteps) lockPools(ctx context.Context, c conn, pools []PoolCapacity) erro
 //     index of its nonce), in the pick's order; an attempt that exists for
 //     its try is a unique violation (ErrConflict) that undoes the claim.
 func (pgSteps) claim(ctx context.Context, c conn, p ClaimReadyParams) ([]ClaimedAttempt, error) {
+	var stmts []pipeStmt
+	for _, k := range pgPoolLockKeys(p.Pools) {
+		stmts = append(stmts, pipeStmt{query: "SELECT pg_advisory_xact_lock($1, $2)", args: []any{pgLockSpace, k}})
+	}
 	q, a := pgClaimQuery(c.d, p)
-	rows, err := c.query(ctx, q, a...)
-	out, err := scanAll(rows, err, func(rows *sql.Rows) (ClaimedAttempt, error) { return pgClaimed(p, rows.Scan) })
-	if err != nil {
+	var out []ClaimedAttempt
+	stmts = append(stmts, pipeStmt{query: q, args: a, scan: func(rows rowScanner) error {
+		for rows.Next() {
+			ca, err := pgClaimed(p, rows.Scan)
+			if err != nil {
+				return err
+			}
+			out = append(out, ca)
+		}
+		return nil
+	}})
+	if err := c.pipeline(ctx, stmts); err != nil {
 		return nil, fmt.Errorf("store: claim ready: %w", err)
 	}
 	return out, nil
@@ -326,6 +334,12 @@ func pgTaken(rows *sql.Rows, err error, ids []int64, apply []bool) ([]bool, erro
 	if err != nil {
 		return nil, err
 	}
+	return pgTook(got, ids, apply), nil
+}
+
+// pgTook says, for each of ids, whether it was to be applied and is among
+// got.
+func pgTook(got, ids []int64, apply []bool) []bool {
 	took := make(map[int64]bool, len(got))
 	for _, id := range got {
 		took[id] = true
@@ -334,7 +348,21 @@ func pgTaken(rows *sql.Rows, err error, ids []int64, apply []bool) ([]bool, erro
 	for i, id := range ids {
 		ok[i] = apply[i] && took[id]
 	}
-	return ok, nil
+	return ok
+}
+
+// scanIDs is a pipeline scan of one id column into *out.
+func scanIDs(out *[]int64) func(rows rowScanner) error {
+	return func(rows rowScanner) error {
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			*out = append(*out, id)
+		}
+		return nil
+	}
 }
 
 // pgNullNanos is a time as a nullable bigint array element.
@@ -410,11 +438,15 @@ func (pgSteps) finishRuns(ctx context.Context, c conn, ps []FinishRunParams, app
 			ids, states, nows = append(ids, p.RunID), append(states, string(p.State)), append(nows, pgNullNanos(p.Now))
 		}
 	}
-	if _, err := c.exec(ctx, "SELECT 1 FROM task_instances WHERE run_id = ANY($1::bigint[]) ORDER BY id FOR SHARE", ids); err != nil {
-		return nil, fmt.Errorf("lock task instances: %w", err)
+	var took []int64
+	err := c.pipeline(ctx, []pipeStmt{
+		{query: "SELECT 1 FROM task_instances WHERE run_id = ANY($1::bigint[]) ORDER BY id FOR SHARE", args: []any{ids}},
+		{query: pgFinishRunsSQL, args: []any{ids, states, nows}, scan: scanIDs(&took)},
+	})
+	if err != nil {
+		return nil, err
 	}
-	rows, err := c.query(ctx, pgFinishRunsSQL, ids, states, nows)
-	return pgTaken(rows, err, all, apply)
+	return pgTook(took, all, apply), nil
 }
 
 // startAttempts records the applied attempts' processes in one guarded

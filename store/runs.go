@@ -132,7 +132,7 @@ const runColumns = `r.id, r.pipeline, r.logical_date, r.ds, r.data_interval_star
 	r.kind, r.state, r.backfill_id, r.created_at, r.started_at, r.ended_at, r.batch_of,
 	CASE WHEN r.batch_of = 0 THEN '' ELSE (SELECT l.logical_date FROM runs l WHERE l.id = r.batch_of) END`
 
-func scanRun(rows *sql.Rows) (Run, error) {
+func scanRun(rows interface{ Scan(...any) error }) (Run, error) {
 	var (
 		r                          Run
 		logical, ivStart, ivEnd    string
@@ -224,7 +224,7 @@ func (s *sqlStore) ListRuns(ctx context.Context, p ListRunsParams) ([]Run, error
 	err := s.read(ctx, func(c conn) error {
 		var err error
 		rows, err := c.query(ctx, "SELECT "+runColumns+" FROM runs r"+where+s.d.runOrder(p), a...)
-		if runs, err = scanAll(rows, err, scanRun); err != nil {
+		if runs, err = scanAll(rows, err, func(rows *sql.Rows) (Run, error) { return scanRun(rows) }); err != nil {
 			return fmt.Errorf("store: list runs: %w", err)
 		}
 		if p.Limit > 0 && p.Last {

@@ -51,14 +51,14 @@ type backend interface {
 	// write runs fn in a write transaction, after checking the view's
 	// fence, and commits it when fn returns nil; inside InTx it runs under
 	// a savepoint of the enclosing transaction.
-	write(ctx context.Context, fn func(tx *sql.Tx) error) error
+	write(ctx context.Context, fn func(tx querier) error) error
 	// writeSet is write for an operation whose guards refuse by writing
 	// nothing and report it in the result (the batch forms): inside InTx
 	// a backend may run it without a savepoint, a database error in it
 	// then failing the whole transaction.
-	writeSet(ctx context.Context, fn func(tx *sql.Tx) error) error
+	writeSet(ctx context.Context, fn func(tx querier) error) error
 	// read runs fn on one snapshot (inside InTx: the enclosing transaction).
-	read(ctx context.Context, fn func(tx *sql.Tx) error) error
+	read(ctx context.Context, fn func(tx querier) error) error
 	// rq is where a single-statement read goes.
 	rq() querier
 	// inTx runs fn with the view of one transaction (InTx).
@@ -82,10 +82,9 @@ type steps interface {
 	insertAttempts(ctx context.Context, c conn, as []*Attempt, now time.Time) error
 	// enqueue moves the items' task instances to queued; returns how many moved.
 	enqueue(ctx context.Context, c conn, p EnqueueTasksParams) (int, error)
-	// lockPools serializes claimers of the same pools (nothing in SQLite,
-	// whose writer holds the whole database).
-	lockPools(ctx context.Context, c conn, pools []PoolCapacity) error
-	// claim is ClaimReady after the pools' locks: it reads what each pool
+	// claim is ClaimReady: it serializes the claimers of the same pools
+	// (PostgreSQL's advisory locks; nothing in SQLite, whose writer holds
+	// the whole database), reads what each pool
 	// can still take (poolRooms), per pool with room its first queued task
 	// instances in claim order, picks among them (pickCandidates), and
 	// moves those queued -> running (guarded) with their attempts, in the
@@ -131,21 +130,21 @@ func (s *sqlStore) Fenced(lease, holder string, generation int64) Store {
 func (s *sqlStore) write(ctx context.Context, fn func(c conn) error) error {
 	ctx, limit, cancel := s.bound(ctx)
 	defer cancel()
-	return s.b.write(ctx, func(tx *sql.Tx) error { return fn(conn{q: tx, d: s.d, limit: limit}) })
+	return s.b.write(ctx, func(tx querier) error { return fn(conn{q: tx, d: s.d, limit: limit}) })
 }
 
 // writeSet runs fn as the backend's writeSet.
 func (s *sqlStore) writeSet(ctx context.Context, fn func(c conn) error) error {
 	ctx, limit, cancel := s.bound(ctx)
 	defer cancel()
-	return s.b.writeSet(ctx, func(tx *sql.Tx) error { return fn(conn{q: tx, d: s.d, limit: limit}) })
+	return s.b.writeSet(ctx, func(tx querier) error { return fn(conn{q: tx, d: s.d, limit: limit}) })
 }
 
 // read runs fn on one snapshot.
 func (s *sqlStore) read(ctx context.Context, fn func(c conn) error) error {
 	ctx, limit, cancel := s.bound(ctx)
 	defer cancel()
-	return s.b.read(ctx, func(tx *sql.Tx) error { return fn(conn{q: tx, d: s.d, limit: limit}) })
+	return s.b.read(ctx, func(tx querier) error { return fn(conn{q: tx, d: s.d, limit: limit}) })
 }
 
 // rq is where a single-statement read goes.
@@ -197,6 +196,56 @@ func (c conn) bound(ctx context.Context) context.Context {
 	return ctx
 }
 
+// pipeStmt is one statement of a pipeline; scan reads its rows (nil: the
+// statement is run for its effect).
+type pipeStmt struct {
+	query string
+	args  []any
+	scan  func(rows rowScanner) error
+}
+
+// rowScanner is what *sql.Rows and pgx.Rows share.
+type rowScanner interface {
+	Next() bool
+	Scan(dest ...any) error
+}
+
+// pipeliner is a querier that runs a pipeline in one round trip (pgTx).
+type pipeliner interface {
+	pipeline(ctx context.Context, stmts []pipeStmt) error
+}
+
+// pipeline runs stmts in order: in one round trip where the backend can
+// (PostgreSQL inside InTx), else one by one. The statements must not depend
+// on the client seeing the rows of the ones before them.
+func (c conn) pipeline(ctx context.Context, stmts []pipeStmt) error {
+	ctx = c.bound(ctx)
+	if p, ok := c.q.(pipeliner); ok {
+		for i := range stmts {
+			stmts[i].query = c.d.rebind(stmts[i].query)
+		}
+		return p.pipeline(ctx, stmts)
+	}
+	for _, st := range stmts {
+		if st.scan == nil {
+			if _, err := c.q.ExecContext(ctx, c.d.rebind(st.query), st.args...); err != nil {
+				return err
+			}
+			continue
+		}
+		rows, err := c.q.QueryContext(ctx, c.d.rebind(st.query), st.args...)
+		if err != nil {
+			return err
+		}
+		err = st.scan(rows)
+		rows.Close()
+		if err = errorsJoin(err, rows.Err()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (c conn) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	return c.q.ExecContext(c.bound(ctx), c.d.rebind(query), args...)
 }
@@ -230,7 +279,7 @@ type fence struct {
 
 // check returns ErrFenced unless f is nil or its lease is held as it says;
 // query is the backend's read of the lease row (name, holder, generation).
-func (f *fence) check(ctx context.Context, tx *sql.Tx, query string) error {
+func (f *fence) check(ctx context.Context, tx querier, query string) error {
 	if f == nil {
 		return nil
 	}
@@ -245,11 +294,11 @@ func (f *fence) check(ctx context.Context, tx *sql.Tx, query string) error {
 	return nil
 }
 
-// readTx runs fn in a read transaction of db with opts, or in tx when the
-// view belongs to InTx.
-func readTx(ctx context.Context, tx *sql.Tx, db *sql.DB, opts *sql.TxOptions, fn func(tx *sql.Tx) error) error {
-	if tx != nil {
-		return fn(tx)
+// readTx runs fn in a read transaction of db with opts, or in in when the
+// view belongs to InTx (in is then that transaction).
+func readTx(ctx context.Context, in querier, db *sql.DB, opts *sql.TxOptions, fn func(tx querier) error) error {
+	if in != nil {
+		return fn(in)
 	}
 	tx, err := db.BeginTx(ctx, opts)
 	if err != nil {

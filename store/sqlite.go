@@ -162,11 +162,11 @@ func (s *sqliteDB) Close() error {
 // enclosing transaction instead, so that a failed operation leaves nothing
 // half-done while the others of the batch stand.
 // writeSet is write: a savepoint costs no round trip here.
-func (s *sqliteDB) writeSet(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *sqliteDB) writeSet(ctx context.Context, fn func(tx querier) error) error {
 	return s.write(ctx, fn)
 }
 
-func (s *sqliteDB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *sqliteDB) write(ctx context.Context, fn func(tx querier) error) error {
 	if s.tx != nil {
 		if _, err := s.tx.ExecContext(ctx, "SAVEPOINT op"); err != nil {
 			return fmt.Errorf("store: savepoint: %w", err)
@@ -205,8 +205,11 @@ func (s *sqliteDB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 
 // read runs fn in a read transaction: one consistent snapshot. Inside InTx
 // it reads the enclosing transaction, writes of the batch included.
-func (s *sqliteDB) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return readTx(ctx, s.tx, s.r, nil, fn)
+func (s *sqliteDB) read(ctx context.Context, fn func(tx querier) error) error {
+	if s.tx != nil {
+		return fn(s.tx)
+	}
+	return readTx(ctx, nil, s.r, nil, fn)
 }
 
 // inTx runs fn with a view whose operations share one transaction,

@@ -142,9 +142,6 @@ func (sqliteSteps) enqueue(ctx context.Context, c conn, p EnqueueTasksParams) (i
 	return moved, nil
 }
 
-// lockPools does nothing: the transaction holds the write lock already.
-func (sqliteSteps) lockPools(context.Context, conn, []PoolCapacity) error { return nil }
-
 // claim reads the candidates (claimCandidates), picks among them in Go
 // (pickCandidates) and claims them (claimQueued).
 func (st sqliteSteps) claim(ctx context.Context, c conn, p ClaimReadyParams) ([]ClaimedAttempt, error) {

@@ -372,16 +372,19 @@ type Store interface {
 	// InTx runs fn with a Store whose operations all happen in one
 	// transaction, committed when fn returns nil, rolled back otherwise. An
 	// operation that fails inside it leaves no partial effect, and the
-	// others stand (a database error in a batch form or EnqueueTasks
-	// excepted: see AdmitRuns). The scheduler batches a pass's writes this way. Close
-	// must not be called on the inner Store; InTx inside InTx joins the
-	// outer transaction.
+	// others stand (a database error in a batch form, EnqueueTasks or
+	// ClaimReady excepted: see AdmitRuns). The scheduler batches a pass's
+	// writes this way. Close must not be called on the inner Store; InTx
+	// inside InTx joins the outer transaction.
 	InTx(ctx context.Context, fn func(Store) error) error
 
 	// Fenced returns a Store whose every write transaction (single
-	// operations and InTx) first checks, inside that transaction, that lease
-	// Name is held by Holder at Generation; otherwise the write does nothing
-	// and returns ErrFenced. Reads are not fenced.
+	// operations and InTx) checks, inside that transaction and before any
+	// of its statements, that lease Name is held by Holder at Generation;
+	// otherwise the write does nothing and returns ErrFenced. An InTx may
+	// send the check with its first statements (PostgreSQL does, to save
+	// round trips): its function may then run before the check fails, but
+	// nothing it did stands and InTx returns ErrFenced. Reads aren't fenced.
 	Fenced(lease, holder string, generation int64) Store
 
 	// Epoch is a counter that every change made by an operator command
@@ -458,6 +461,7 @@ type Store interface {
 	// Inside InTx, a database error in it fails the whole transaction.
 	EnqueueTasks(ctx context.Context, p EnqueueTasksParams) (int, error)
 	// ClaimReady claims queued task instances: see ClaimReadyParams.
+	// Inside InTx, a database error in it fails the whole transaction.
 	ClaimReady(ctx context.Context, p ClaimReadyParams) ([]ClaimedAttempt, error)
 	// Stats counts runs, attempts, queued task instances and backfills,
 	// grouped in the database by pipeline, pool and state, from one
@@ -467,6 +471,9 @@ type Store interface {
 	// queued task instances, grouped by pool, pipeline, task and whether the
 	// run is a backfill (ordered by those).
 	Usage(ctx context.Context) ([]UsageRow, error)
+	// InFlight is Usage and the running runs of p.Pipelines with their
+	// task instances, in one round trip inside a PostgreSQL InTx.
+	InFlight(ctx context.Context, p InFlightParams) (InFlight, error)
 	// StartAttempt records the pid of a running attempt whose task instance
 	// is running on its try (the process that claimed it, once started);
 	// ErrConflict otherwise.
