@@ -24,11 +24,8 @@ type usage struct {
 	limitUsed   map[string]int // running + queued per limit (concurrency)
 }
 
-func (e *engine) readUsage(ctx context.Context, st store.Store) (usage, error) {
-	rows, err := st.Usage(ctx)
-	if err != nil {
-		return usage{}, err
-	}
+// usageOf sums Usage's rows as a pass counts them.
+func (e *engine) usageOf(rows []store.UsageRow) usage {
 	u := usage{poolRunning: map[string]int{}, poolFill: map[string]int{}, pipeTasks: map[string]int{}, limitUsed: map[string]int{}}
 	for _, r := range rows {
 		u.poolRunning[r.Pool] += r.Running
@@ -44,7 +41,7 @@ func (e *engine) readUsage(ctx context.Context, st store.Store) (usage, error) {
 			}
 		}
 	}
-	return u, nil
+	return u
 }
 
 // clone copies the counts a pass changes as it decides.

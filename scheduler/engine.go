@@ -186,6 +186,9 @@ type engine struct {
 	// that recorded them committed.
 	pending   []completion
 	committed []commitResult
+	// started are the processes started whose pids the state does not
+	// have yet (see writeStarts).
+	started []store.StartAttemptParams
 	// journal keeps exit codes where a full disk cannot stop them
 	// (journal.go); journaled is what it held when this execution started.
 	journal   *journal

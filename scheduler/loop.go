@@ -70,6 +70,9 @@ func (e *engine) loop(ctx context.Context) error {
 			if s, differs, err = e.readSnapshot(bg, tx, now, stopping); err != nil {
 				return err
 			}
+			if err := e.writeStarts(bg, tx); err != nil {
+				return err
+			}
 			dec = decide(s)
 			a, err = e.apply(bg, tx, now, dec.commands)
 			return err
@@ -81,12 +84,11 @@ func (e *engine) loop(ctx context.Context) error {
 		} else if err != nil {
 			return e.fatal(err)
 		} else {
+			e.started = nil
 			e.settle(s, dec, a)
 			differs = differs || a.differs
 		}
-		if err := e.startAll(ctx, a.claimed); err != nil {
-			return e.fatal(err)
-		}
+		e.startAll(ctx, a.claimed)
 		e.commits.submit(a.requested)
 		if differs && !stopping {
 			if err := e.cache.reload(bg, e.base); err != nil {
@@ -96,6 +98,19 @@ func (e *engine) loop(ctx context.Context) error {
 		}
 		if len(e.pending) > 0 {
 			continue // attempts that could not start: recorded at once
+		}
+		if len(e.started) > 0 {
+			// Attempts that ended while these started: the next pass
+			// records both; otherwise the starts are recorded before the
+			// loop waits.
+			if got, err := e.collect(); err != nil {
+				return e.fatal(err)
+			} else if got {
+				continue
+			}
+			if err := e.recordStarts(bg); err != nil {
+				return e.fatal(err)
+			}
 		}
 		if !stopping {
 			e.report()
@@ -129,17 +144,8 @@ func (e *engine) loop(ctx context.Context) error {
 		}
 		select {
 		case c := <-e.events:
-			for more := true; more; {
-				e.release(c)
-				if c.panicked != nil {
-					return e.fatal(c.panicked)
-				}
-				e.pending = append(e.pending, c)
-				select {
-				case c = <-e.events:
-				default:
-					more = false
-				}
+			if err := e.gather(c); err != nil {
+				return e.fatal(err)
 			}
 		case <-e.commits.done:
 		case <-wake:
@@ -150,6 +156,34 @@ func (e *engine) loop(ctx context.Context) error {
 		if timer != nil {
 			timer.Stop()
 		}
+	}
+}
+
+// gather takes c and the other completions already sent into e.pending;
+// an error is a panic of the goroutine that waited for one.
+func (e *engine) gather(c completion) error {
+	for {
+		e.release(c)
+		if c.panicked != nil {
+			return c.panicked
+		}
+		e.pending = append(e.pending, c)
+		select {
+		case c = <-e.events:
+		default:
+			return nil
+		}
+	}
+}
+
+// collect takes, without waiting, the completions already sent into
+// e.pending, and reports whether there were any.
+func (e *engine) collect() (bool, error) {
+	select {
+	case c := <-e.events:
+		return true, e.gather(c)
+	default:
+		return false, nil
 	}
 }
 

@@ -21,8 +21,9 @@ import (
 // next pass reads again.
 
 // readSnapshot reads, in the pass's transaction tx, what the pass decides
-// on: the usage of pools and limits, the admitted runs with their task
-// instances (as many as max_active_runs allows, never the history), and
+// on: the usage of pools and limits and the admitted runs with their task
+// instances (as many as max_active_runs allows, never the history), both
+// in one store call (one round trip on PostgreSQL), and
 // whether the producers outside this execution of waiting consumer runs
 // have succeeded (at most every producerRecheck per run). differs says
 // that the cache lists admitted runs the store no longer has running.
@@ -39,9 +40,6 @@ func (e *engine) readSnapshot(ctx context.Context, tx store.Store, now time.Time
 		res.job.run = c.run(res.job.item.RunID) // nil when reloaded without it
 		s.committed[i] = res
 	}
-	if s.usage, err = e.readUsage(ctx, tx); err != nil {
-		return nil, false, err
-	}
 	active := map[int64]bool{}
 	var names []string
 	seen := map[*pipe]bool{}
@@ -55,26 +53,23 @@ func (e *engine) readSnapshot(ctx context.Context, tx store.Store, now time.Time
 			names = append(names, r.p.def.Name)
 		}
 	}
-	for start := 0; start < len(names); start += loadChunk {
-		runs, err := tx.ListRuns(ctx, store.ListRunsParams{
-			Pipelines: names[start:min(start+loadChunk, len(names))], States: []store.RunState{store.RunRunning}, WithTasks: true,
-		})
-		if err != nil {
-			return nil, false, err
-		}
-		for _, r := range runs {
-			if !active[r.ID] {
-				if n := c.byRun[r.ID]; n != nil && !n.done {
-					differs = true // running, and the cache has it queued
-				}
-				continue
+	in, err := tx.InFlight(ctx, store.InFlightParams{Pipelines: names})
+	if err != nil {
+		return nil, false, err
+	}
+	s.usage = e.usageOf(in.Usage)
+	for _, r := range in.Runs {
+		if !active[r.ID] {
+			if n := c.byRun[r.ID]; n != nil && !n.done {
+				differs = true // running, and the cache has it queued
 			}
-			for _, ti := range r.Tasks {
-				s.tis[ti.ID] = ti
-			}
-			r.Tasks = nil
-			s.runs[r.ID] = r
+			continue
 		}
+		for _, ti := range r.Tasks {
+			s.tis[ti.ID] = ti
+		}
+		r.Tasks = nil
+		s.runs[r.ID] = r
 	}
 	for id := range active {
 		if _, ok := s.runs[id]; !ok {
@@ -538,9 +533,13 @@ func (e *engine) runFinished(r *runNode, state store.RunState, failed []string, 
 	})
 }
 
-// recordNow records ended attempts outside a pass (the execution is
-// ending), each in its own transaction, as far as the store allows.
+// recordNow records the processes started and not yet recorded, then ended
+// attempts, outside a pass (the execution is ending), each in its own
+// transaction, as far as the store allows.
 func (e *engine) recordNow(cs []completion) {
+	if err := e.recordStarts(context.Background()); err != nil {
+		e.log.Warn("could not record the pids of started attempts: the next rewind finds them by their logs", "error", err)
+	}
 	for _, c := range e.resolve(cs) {
 		err := e.base.InTx(context.Background(), func(tx store.Store) error {
 			s := &snapshot{now: time.Now(), stopping: true, escalate: e.escalations(), pending: []completion{c}}
