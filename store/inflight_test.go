@@ -271,3 +271,90 @@ func TestPostgresConnectionKilledInTx(t *testing.T) {
 		}
 	}
 }
+
+// An InTx whose context ends between two of its statements says so
+// (context.Canceled, context.DeadlineExceeded), never that the state is
+// unavailable: the engine tells an interrupt from an outage by it.
+func TestInTxContextEndsBetweenStatements(t *testing.T) {
+	ifBackends(t, func(t *testing.T, st Store) {
+		names := ifFixture(t, st, 1)
+		for _, then := range []string{"write", "read", "pipeline", "row"} {
+			ctx, cancel := context.WithCancel(context.Background())
+			err := st.InTx(ctx, func(tx Store) error {
+				if _, err := tx.Epoch(ctx); err != nil {
+					return err
+				}
+				cancel()
+				switch then {
+				case "write":
+					return tx.SetPaused(ctx, SetPausedParams{Name: names[0], Paused: true, Now: ckNow})
+				case "read":
+					_, err := tx.ListRuns(ctx, ListRunsParams{Pipelines: names})
+					return err
+				case "pipeline":
+					_, err := tx.InFlight(ctx, InFlightParams{Pipelines: names})
+					return err
+				default:
+					_, err := tx.Epoch(ctx)
+					return err
+				}
+			})
+			if !errors.Is(err, context.Canceled) || IsUnavailable(err) {
+				t.Errorf("cancelled before a %s: %v (unavailable %v), want context.Canceled", then, err, IsUnavailable(err))
+			}
+			if p, _ := st.GetPipeline(context.Background(), names[0]); p.Paused {
+				t.Errorf("cancelled before a %s: the write stands", then)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		err := st.InTx(ctx, func(tx Store) error {
+			if _, err := tx.Epoch(ctx); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			return tx.SetPaused(ctx, SetPausedParams{Name: names[0], Paused: true, Now: ckNow})
+		})
+		if !errors.Is(err, context.DeadlineExceeded) || IsUnavailable(err) {
+			t.Errorf("deadline between statements: %v (unavailable %v), want context.DeadlineExceeded", err, IsUnavailable(err))
+		}
+	})
+}
+
+// A fenced-out InTx whose first call is a pipeline runs none of the
+// pipeline's statements: while it is still open, another session's write of
+// the same row does not wait for it.
+func TestPostgresFencedPipelineRunsNothing(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	st, err := Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	l, held, err := st.AcquireLease(ctx, AcquireLeaseParams{Name: "s", Holder: "a", Host: "h", TTL: time.Minute, Now: ckNow})
+	if err != nil || !held {
+		t.Fatalf("acquire: %v %v", held, err)
+	}
+	other, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	if _, err := other.Exec(ctx, "SET lock_timeout = '2s'"); err != nil {
+		t.Fatal(err)
+	}
+	err = st.Fenced("s", "a", l.Generation+1).InTx(ctx, func(tx Store) error {
+		perr := tx.(*sqlStore).rq().pipeline(ctx, []pipeStmt{{query: "UPDATE epoch SET n = n + 100"}})
+		if !errors.Is(perr, ErrFenced) {
+			t.Errorf("the pipeline of a fenced-out InTx: %v, want ErrFenced", perr)
+		}
+		if _, err := other.Exec(ctx, "UPDATE epoch SET n = n"); err != nil {
+			t.Errorf("another session's write waited for the fenced-out transaction: %v", err)
+		}
+		return perr
+	})
+	if !errors.Is(err, ErrFenced) {
+		t.Errorf("InTx: %v, want ErrFenced", err)
+	}
+}

@@ -416,6 +416,10 @@ func (s *pgDB) inTx(ctx context.Context, fn func(backend) error) error {
 	}
 	if err != nil {
 		tx.rollback()
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, driver.ErrBadConn) {
+			// a statement sent after the operation ended (see canceled)
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
 		return err
 	}
 	if err := tx.commit(ctx); err != nil {
@@ -443,6 +447,7 @@ const (
 	pgUniqueViolation      = "23505"
 	pgSerializationFailure = "40001"
 	pgDeadlockDetected     = "40P01"
+	pgDivisionByZero       = "22012"
 )
 
 func pgCode(err error) string {

@@ -44,14 +44,23 @@ func (t *pgTx) begin(ctx context.Context) error {
 }
 
 // canceled is ctx cancelled, for a statement that must not reach the
-// server: database/sql then fails it without touching the connection.
+// server: the driver fails it as a bad connection, database/sql closes that
+// connection (the server rolls the transaction back), and InTx reports the
+// cause (t.err or the context's error), never the bad connection.
 func canceled(ctx context.Context) context.Context {
 	c, cancel := context.WithCancel(ctx)
 	cancel()
 	return c
 }
 
+// A *sql.Conn, unlike a *sql.Tx, does not look at the context before a
+// statement: these methods do, so that a cancelled or expired operation
+// says so rather than that its connection went bad (unavailable).
+
 func (t *pgTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := t.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -59,22 +68,28 @@ func (t *pgTx) ExecContext(ctx context.Context, query string, args ...any) (sql.
 }
 
 func (t *pgTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := t.begin(ctx); err != nil {
 		return nil, err
 	}
 	return t.c.QueryContext(ctx, query, args...)
 }
 
-// QueryRowContext can return its error only in a *sql.Row: when the BEGIN
-// failed the row says "context canceled", and InTx returns t.err.
+// QueryRowContext can return its error only in a *sql.Row: when the context
+// has ended or the BEGIN failed, the statement does not go out (canceled).
 func (t *pgTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	if err := t.begin(ctx); err != nil {
+	if ctx.Err() != nil || t.begin(ctx) != nil {
 		ctx = canceled(ctx)
 	}
 	return t.c.QueryRowContext(ctx, query, args...)
 }
 
 func (t *pgTx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := t.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -90,6 +105,9 @@ func (t *pgTx) pipeline(ctx context.Context, stmts []pipeStmt) error {
 	if t.err != nil {
 		return t.err
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	first := t.unsent
 	t.unsent = false
 	err := t.c.Raw(func(dc any) error {
@@ -98,7 +116,7 @@ func (t *pgTx) pipeline(ctx context.Context, stmts []pipeStmt) error {
 		if first {
 			b.Queue("BEGIN")
 			if t.fence != nil {
-				b.Queue(pgFenceSQL, t.fence.lease, t.fence.holder, t.fence.generation)
+				b.Queue(pgFencePipelineSQL, t.fence.lease, t.fence.holder, t.fence.generation)
 			}
 		}
 		for _, st := range stmts {
@@ -114,6 +132,13 @@ func (t *pgTx) pipeline(ctx context.Context, stmts []pipeStmt) error {
 	return err
 }
 
+// pgFencePipelineSQL is pgFenceSQL for a pipeline: the lease row read FOR
+// SHARE, and a division by zero when it is not there, so that the server
+// skips the statements after it (a check that only returned no row would
+// let them run, take their locks and hold them until the ROLLBACK).
+const pgFencePipelineSQL = `SELECT 1 / (SELECT count(*)::int FROM (
+	SELECT 1 FROM leases WHERE name = $1 AND holder = $2 AND generation = $3 FOR SHARE) AS held)`
+
 // pgBatchResults reads a pipeline's results in order: BEGIN and the lease
 // check when begun, then each statement's, its rows through its scan.
 func pgBatchResults(br pgx.BatchResults, begun bool, f *fence, stmts []pipeStmt) error {
@@ -122,18 +147,12 @@ func pgBatchResults(br pgx.BatchResults, begun bool, f *fence, stmts []pipeStmt)
 			return fmt.Errorf("store: begin: %w", err)
 		}
 		if f != nil {
-			held := false
-			rows, err := br.Query()
-			if err == nil {
-				held = rows.Next()
-				rows.Close()
-				err = rows.Err()
-			}
-			if err != nil {
-				return fmt.Errorf("store: check lease %s: %w", f.lease, err)
-			}
-			if !held {
+			_, err := br.Exec()
+			switch {
+			case pgCode(err) == pgDivisionByZero:
 				return fmt.Errorf("store: lease %s generation %d of %s: %w", f.lease, f.generation, f.holder, ErrFenced)
+			case err != nil:
+				return fmt.Errorf("store: check lease %s: %w", f.lease, err)
 			}
 		}
 	}
