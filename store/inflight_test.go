@@ -31,6 +31,17 @@ func ifBackends(t *testing.T, fn func(t *testing.T, st Store)) {
 	}
 }
 
+// ifOpenPostgres opens a fresh PostgreSQL state, closed with the test.
+func ifOpenPostgres(t *testing.T) (Store, string) {
+	dsn := pgtest.DSN(t)
+	st, err := Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, dsn
+}
+
 // ifFixture makes, in pipelines p0..p{n-1}, two runs each with tasks a and
 // b: the first admitted with a claimed (running) and b queued, the second
 // left queued; in p0 the first run is a backfill's.
@@ -190,14 +201,10 @@ func TestInFlightFirstInFencedTx(t *testing.T) {
 // connection goes back to the pool usable.
 func TestPostgresPipelineErrorRollsBack(t *testing.T) {
 	ctx := context.Background()
-	st, err := Open(ctx, pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, _ := ifOpenPostgres(t)
 	names := ifFixture(t, st, 1)
 	before, _ := st.Epoch(ctx)
-	err = st.InTx(ctx, func(tx Store) error {
+	err := st.InTx(ctx, func(tx Store) error {
 		if err := tx.SetPaused(ctx, SetPausedParams{Name: names[0], Paused: true, Now: ckNow}); err != nil {
 			return err
 		}
@@ -231,12 +238,7 @@ func TestPostgresPipelineErrorRollsBack(t *testing.T) {
 // connection.
 func TestPostgresConnectionKilledInTx(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.DSN(t)
-	st, err := Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, dsn := ifOpenPostgres(t)
 	names := ifFixture(t, st, 1)
 	admin, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -326,12 +328,7 @@ func TestInTxContextEndsBetweenStatements(t *testing.T) {
 // the same row does not wait for it.
 func TestPostgresFencedPipelineRunsNothing(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.DSN(t)
-	st, err := Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, dsn := ifOpenPostgres(t)
 	l, held, err := st.AcquireLease(ctx, AcquireLeaseParams{Name: "s", Holder: "a", Host: "h", TTL: time.Minute, Now: ckNow})
 	if err != nil || !held {
 		t.Fatalf("acquire: %v %v", held, err)

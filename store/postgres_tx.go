@@ -164,12 +164,7 @@ func pgBatchResults(br pgx.BatchResults, begun bool, f *fence, stmts []pipeStmt)
 			continue
 		}
 		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		err = st.scan(rows)
-		rows.Close()
-		if err = errorsJoin(err, rows.Err()); err != nil {
+		if err := scanStmt(st, rows, err, func() error { rows.Close(); return rows.Err() }); err != nil {
 			return err
 		}
 	}

@@ -234,16 +234,21 @@ func (c conn) pipeline(ctx context.Context, stmts []pipeStmt) error {
 			continue
 		}
 		rows, err := c.q.QueryContext(ctx, c.d.rebind(st.query), st.args...)
-		if err != nil {
-			return err
-		}
-		err = st.scan(rows)
-		rows.Close()
-		if err = errorsJoin(err, rows.Err()); err != nil {
+		if err := scanStmt(st, rows, err, func() error { rows.Close(); return rows.Err() }); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// scanStmt reads the rows of a pipeline's statement through its scan (err:
+// how the statement failed); done closes them and says how their reading
+// ended.
+func scanStmt(st pipeStmt, rows rowScanner, err error, done func() error) error {
+	if err != nil {
+		return err
+	}
+	return errorsJoin(st.scan(rows), done())
 }
 
 func (c conn) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
