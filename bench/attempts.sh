@@ -5,6 +5,10 @@
 # setups in the same run, interleaved round by round:
 #   sqlite    SQLite state, local executor (pool "default", 8 slots): the baseline
 #   postgres  PostgreSQL state (a new database per round), local executor
+#   pglink    as postgres, through bench/delayproxy: a TCP hop that holds
+#             each chunk PG_LINK_DELAY (default 0) each way, for the cost of
+#             round trips over a network (the script prints the round trip
+#             it measured through it: 500 SELECT 1 from psql)
 #   slurm     SQLite state, a pool with executor = "slurm" (8 slots, 50MiB,
 #             1 cpu, partition $REWIND_TEST_SLURM): every attempt a Slurm job
 # Prints a line per round and a table (setup, attempts, best wall s,
@@ -30,8 +34,9 @@ slurm_n=${SLURM_N:-$((n < 100 ? n : 100))}
 slurm_timeout=${SLURM_TIMEOUT:-$((60 + 3 * slurm_n))}
 unset REWIND_STATE # the sqlite and slurm setups use their workspace's state
 work=$(mktemp -d)
-pg_started= slurm_started= pg_dbs=()
+pg_started= slurm_started= pg_dbs=() proxy_pid=
 cleanup() {
+  if [ -n "$proxy_pid" ]; then kill "$proxy_pid" 2>/dev/null || true; fi
   local db
   if [ -n "$pg_started" ]; then
     .ci/postgres.sh stop "$REWIND_PG_DIR" || true
@@ -51,10 +56,10 @@ done
 [ -n "$psql" ] || psql=psql
 setups=(${SETUPS:-sqlite postgres slurm})
 for s in "${setups[@]}"; do
-  case $s in sqlite | postgres | slurm) ;; *) echo "unknown setup $s in SETUPS (sqlite, postgres, slurm)" >&2; exit 2 ;; esac
+  case $s in sqlite | postgres | pglink | slurm) ;; *) echo "unknown setup $s in SETUPS (sqlite, postgres, pglink, slurm)" >&2; exit 2 ;; esac
 done
 has() { [[ " ${setups[*]} " == *" $1 "* ]]; }
-if has postgres && [ -z "${REWIND_TEST_POSTGRES:-}" ]; then
+if { has postgres || has pglink; } && [ -z "${REWIND_TEST_POSTGRES:-}" ]; then
   out=$(.ci/postgres.sh start --owner $$)
   eval "$out"
   pg_started=1
@@ -65,6 +70,19 @@ if has slurm && [ -z "${REWIND_TEST_SLURM:-}" ]; then
   slurm_started=1
 fi
 ! has postgres || echo "postgres: $("$psql" -Atc 'show server_version' "$REWIND_TEST_POSTGRES") at ${REWIND_TEST_POSTGRES%%\?*}, fsync=$("$psql" -Atc 'show fsync' "$REWIND_TEST_POSTGRES")${pg_started:+ (started by this script)}" >&2
+link=
+if has pglink; then
+  go build -o "$work/delayproxy" ./bench/delayproxy
+  server=$(printf '%s' "$REWIND_TEST_POSTGRES" | sed -E 's#^postgres(ql)?://([^@/]*@)?([^/?]*).*#\3#')
+  "$work/delayproxy" -to "$server" -delay "${PG_LINK_DELAY:-0}" > "$work/link" &
+  proxy_pid=$!
+  for _ in $(seq 50); do [ -s "$work/link" ] && break; sleep 0.1; done
+  link=$(cat "$work/link")
+  link_dsn() { printf '%s' "$1" | sed -E "s#^(postgres(ql)?://([^@/]*@)?)[^/?]*#\\1$link#"; }
+  for _ in $(seq 500); do echo "SELECT 1;"; done > "$work/ping.sql"
+  t0=$(date +%s.%N); "$psql" -q "$(link_dsn "$REWIND_TEST_POSTGRES")" -f "$work/ping.sql" > /dev/null; t1=$(date +%s.%N)
+  echo "pglink: through $link to $server, delay ${PG_LINK_DELAY:-0} each way, measured round trip $(printf '%.3f' "$(echo "($t1 - $t0) * 2" | bc -l)") ms" >&2
+fi
 ! has slurm || echo "slurm: partition $REWIND_TEST_SLURM, $(sinfo -h -p "$REWIND_TEST_SLURM" -o '%D node(s), %c CPUs, %m MB, state %T' | head -1)${slurm_started:+ (started by this script)}" >&2
 
 start=2025-01-01
@@ -137,6 +155,13 @@ for i in $(seq "$rounds"); do
       dsn=$(printf '%s' "$REWIND_TEST_POSTGRES" | sed -E "s#^(postgres(ql)?://[^/?]*)(/[^?]*)?#\\1/$db#")
       read -r a w c < <(run "postgres$i" "$n" default "$local_hcl" --state "$dsn") || true
       ;;
+    pglink)
+      db=rewind_attempts_link_$$_$i
+      "$psql" -q "$REWIND_TEST_POSTGRES" -c "CREATE DATABASE $db"
+      pg_dbs+=("$db")
+      dsn=$(link_dsn "$(printf '%s' "$REWIND_TEST_POSTGRES" | sed -E "s#^(postgres(ql)?://[^/?]*)(/[^?]*)?#\\1/$db#")")
+      read -r a w c < <(run "pglink$i" "$n" default "$local_hcl" --state "$dsn") || true
+      ;;
     slurm)
       j0=$(slurm_jobs)
       read -r a w c < <(run "slurm$i" "$slurm_n" slurm "$slurm_hcl") || true
@@ -172,6 +197,7 @@ for s in "${setups[@]}"; do
   case $s in
   sqlite) d="sqlite state, local executor" ;;
   postgres) d="postgres state, local executor" ;;
+  pglink) d="postgres through delayproxy, local" ;;
   slurm) d="sqlite state, slurm executor" ;;
   esac
   vs=- mr=-

@@ -52,11 +52,11 @@ func (e *engine) loop(ctx context.Context) error {
 				return e.fatal(err)
 			}
 		}
-		// One transaction reads the snapshot, records the finished attempts
-		// and commits, admits and finishes runs, queues task instances and
-		// claims the attempts to start; a second one records the processes
-		// started. The pass never sees ctx: an interrupt stops the next
-		// pass, it does not tear one in half.
+		// One transaction reads the snapshot, records the processes started
+		// since the last pass (writeStarts), the finished attempts and
+		// commits, admits and finishes runs, queues task instances and
+		// claims the attempts to start. The pass never sees ctx: an
+		// interrupt stops the next pass, it does not tear one in half.
 		e.committed = append(e.committed, e.commits.take()...)
 		var (
 			s       *snapshot
