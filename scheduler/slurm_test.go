@@ -215,7 +215,7 @@ pipeline "wave" {
       case "$REWIND_DS" in
       2025-11-02|2025-11-04) exit 3 ;;
       2025-11-03) if [ "$REWIND_POOL" = small ]; then x=$(head -c 314572800 /dev/zero | tr '\0' a); sleep 60; fi ;;
-      2025-11-05) sleep 120 ;;
+      2025-11-05) sleep 120 || exit $? ;;  # scancel may signal the sleep an instant before its shell
       esac
       echo "$REWIND_DS $REWIND_POOL done" >> ended.log
     EOT
