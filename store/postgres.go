@@ -365,7 +365,7 @@ func (s *pgDB) read(ctx context.Context, fn func(tx querier) error) error {
 	if s.tx != nil {
 		return fn(s.tx)
 	}
-	return readTx(ctx, nil, s.db, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, fn)
+	return readTx(ctx, s.db, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, fn)
 }
 
 // rq is where a single-statement read goes: the enclosing transaction, or

@@ -299,12 +299,9 @@ func (f *fence) check(ctx context.Context, tx querier, query string) error {
 	return nil
 }
 
-// readTx runs fn in a read transaction of db with opts, or in in when the
-// view belongs to InTx (in is then that transaction).
-func readTx(ctx context.Context, in querier, db *sql.DB, opts *sql.TxOptions, fn func(tx querier) error) error {
-	if in != nil {
-		return fn(in)
-	}
+// readTx runs fn in a read transaction of db with opts (a view of InTx
+// reads its enclosing transaction instead: see the backends' read).
+func readTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(tx querier) error) error {
 	tx, err := db.BeginTx(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("store: begin read: %w", err)

@@ -209,7 +209,7 @@ func (s *sqliteDB) read(ctx context.Context, fn func(tx querier) error) error {
 	if s.tx != nil {
 		return fn(s.tx)
 	}
-	return readTx(ctx, nil, s.r, nil, fn)
+	return readTx(ctx, s.r, nil, fn)
 }
 
 // inTx runs fn with a view whose operations share one transaction,
